@@ -1,0 +1,88 @@
+# Lush. `make demo` runs the quickstart on the embedded default; `make test` runs every test.
+# Both install what they need on a fresh machine: npm packages into .tools/node, Go tools into
+# .tools/bin (pinned), never globally.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO        ?= go
+TOOLS     := $(CURDIR)/.tools
+BIN       := $(CURDIR)/bin
+NODE_DIR  := $(TOOLS)/node
+LUSHCTL   := $(BIN)/lushctl
+
+STATICCHECK_VERSION := v0.8.2
+BENCHSTAT_VERSION   := v0.0.0-20260908200009-22c9c6c9d4da
+OPA_VERSION         := v1.22.2
+
+export LUSH_NODE_PREFIX := $(NODE_DIR)
+export PATH := $(TOOLS)/bin:$(PATH)
+
+# Test timeout for the whole suite; CI has a 25-minute budget for everything.
+TEST_TIMEOUT ?= 15m
+FUZZTIME     ?= 30s
+BENCH        ?= .
+BENCHCOUNT   ?= 6
+
+.PHONY: build test vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool clean help
+
+help: ## list targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
+
+build: ## build bin/lushctl
+	$(GO) build -o $(LUSHCTL) ./cmd/lushctl
+
+tools: node-tools go-tools opa-tool ## install test and lint tools into .tools
+
+node-tools: $(NODE_DIR)/.installed
+$(NODE_DIR)/.installed: test/node/package.json test/node/package-lock.json
+	@command -v npm >/dev/null || { echo "npm is missing: install Node.js (apt-get install -y nodejs npm)"; exit 1; }
+	@mkdir -p $(NODE_DIR)
+	cp test/node/package.json test/node/package-lock.json $(NODE_DIR)/
+	cd $(NODE_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	@touch $@
+
+go-tools: $(TOOLS)/bin/staticcheck $(TOOLS)/bin/benchstat
+
+# The real opa CLI, to prove that any OPA loads Lush's bundles (test/opa_test.go).
+opa-tool: $(TOOLS)/bin/opa
+$(TOOLS)/bin/opa:
+	GOBIN=$(TOOLS)/bin $(GO) install github.com/open-policy-agent/opa@$(OPA_VERSION)
+$(TOOLS)/bin/staticcheck:
+	GOBIN=$(TOOLS)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+$(TOOLS)/bin/benchstat:
+	GOBIN=$(TOOLS)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
+
+test: node-tools opa-tool vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
+	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
+	$(GO) mod tidy -diff
+
+vet:
+	$(GO) vet ./...
+
+lint: go-tools ## gofmt, go vet, staticcheck
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	staticcheck ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+demo: build ## build the quickstart, show a build error, run policy tests, explain two decisions
+	LUSHCTL=$(LUSHCTL) examples/demo.sh
+
+bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat
+	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) ./... | tee $(TOOLS)/bench.txt
+	benchstat $(TOOLS)/bench.txt
+
+fuzz: ## run every fuzz target for FUZZTIME each; new crashers land in testdata/fuzz
+	@for pkg in $$($(GO) list ./...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$target"; \
+	    $(GO) test $$pkg -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME); \
+	  done; \
+	done
+
+clean:
+	rm -rf $(BIN) $(TOOLS) examples/*/.lush examples/errors/*/.lush

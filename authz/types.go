@@ -1,0 +1,223 @@
+package authz
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// The actions a decision can be about.
+const (
+	ActionToolsCall     = "tools/call"
+	ActionToolsList     = "tools/list"
+	ActionResourcesList = "resources/list"
+	ActionResourcesRead = "resources/read"
+	ActionPromptsList   = "prompts/list"
+	ActionPromptsGet    = "prompts/get"
+	ActionAgentInvoke   = "agent/invoke"
+	ActionLoopTrigger   = "loop/trigger"
+	ActionLoopRead      = "loop/read"
+)
+
+// Actions lists every action, in the order the docs present them.
+var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
+	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead}
+
+// Input is the policy's input document. Its JSON form is public API for security teams
+// (docs/policy.md): fields are added, never renamed or removed.
+type Input struct {
+	Action      string    `json:"action"`
+	Principal   Principal `json:"principal"`
+	Agent       string    `json:"agent,omitempty"`
+	Chain       []string  `json:"chain,omitempty"` // agents from the outermost caller to Agent, inclusive
+	Depth       int       `json:"depth,omitempty"`
+	Tool        *Tool     `json:"tool,omitempty"`
+	Arguments   any       `json:"arguments,omitempty"` // decoded JSON
+	LiveWrites  bool      `json:"live_writes"`
+	Environment string    `json:"environment,omitempty"`
+	Loop        string    `json:"loop,omitempty"`
+}
+
+// Principal is the caller: a user, group or service account and the groups it is in.
+type Principal struct {
+	ID     string   `json:"id"`
+	Groups []string `json:"groups"`
+}
+
+// Tool is the tool a call is about.
+type Tool struct {
+	Ref    string `json:"ref"`
+	Name   string `json:"name,omitempty"`
+	Access string `json:"access,omitempty"` // what the caller believes the call needs (optional)
+	Risk   string `json:"risk,omitempty"`   // a hint (optional)
+}
+
+// value converts the input to an OPA value without a JSON round trip on the hot path.
+func (in Input) value() (ast.Value, error) {
+	obj := ast.NewObject(
+		ast.Item(ast.InternedTerm("action"), ast.StringTerm(in.Action)),
+		ast.Item(ast.InternedTerm("live_writes"), ast.InternedTerm(in.LiveWrites)),
+	)
+	groups := make([]*ast.Term, 0, len(in.Principal.Groups))
+	for _, g := range in.Principal.Groups {
+		groups = append(groups, ast.StringTerm(g))
+	}
+	obj.Insert(ast.InternedTerm("principal"), ast.ObjectTerm(
+		ast.Item(ast.InternedTerm("id"), ast.StringTerm(in.Principal.ID)),
+		ast.Item(ast.InternedTerm("groups"), ast.ArrayTerm(groups...)),
+	))
+	if in.Agent != "" {
+		obj.Insert(ast.InternedTerm("agent"), ast.StringTerm(in.Agent))
+	}
+	chain := make([]*ast.Term, 0, len(in.Chain))
+	for _, a := range in.Chain {
+		chain = append(chain, ast.StringTerm(a))
+	}
+	obj.Insert(ast.InternedTerm("chain"), ast.ArrayTerm(chain...))
+	obj.Insert(ast.InternedTerm("depth"), ast.InternedTerm(in.Depth))
+	if t := in.Tool; t != nil {
+		tool := ast.NewObject(ast.Item(ast.InternedTerm("ref"), ast.StringTerm(t.Ref)), ast.Item(ast.InternedTerm("name"), ast.StringTerm(t.Name)))
+		if t.Access != "" {
+			tool.Insert(ast.InternedTerm("access"), ast.StringTerm(t.Access))
+		}
+		if t.Risk != "" {
+			tool.Insert(ast.InternedTerm("risk"), ast.StringTerm(t.Risk))
+		}
+		obj.Insert(ast.InternedTerm("tool"), ast.NewTerm(tool))
+	}
+	if in.Arguments != nil {
+		args, err := argumentsValue(in.Arguments)
+		if err != nil {
+			return nil, fmt.Errorf("arguments: %w", err)
+		}
+		obj.Insert(ast.InternedTerm("arguments"), ast.NewTerm(args))
+	}
+	if in.Environment != "" {
+		obj.Insert(ast.InternedTerm("environment"), ast.StringTerm(in.Environment))
+	}
+	if in.Loop != "" {
+		obj.Insert(ast.InternedTerm("loop"), ast.StringTerm(in.Loop))
+	}
+	return obj, nil
+}
+
+func argumentsValue(args any) (ast.Value, error) {
+	if raw, ok := args.(json.RawMessage); ok {
+		return ast.ValueFromReader(bytes.NewReader(raw))
+	}
+	return ast.InterfaceToValue(args)
+}
+
+// Outcomes of a decision.
+const (
+	OutcomeAllow    = "allow"
+	OutcomeStub     = "stub"
+	OutcomeApproval = "approval_required"
+	OutcomeDeny     = "deny"
+	OutcomeError    = "error" // evaluation failed; the call is denied
+)
+
+// Decision is the policy's answer, data.lush.authz.decision, plus what the engine adds.
+type Decision struct {
+	Allow            bool     `json:"allow"`
+	Outcome          string   `json:"outcome"`
+	Stub             bool     `json:"stub"`
+	ApprovalRequired bool     `json:"approval_required"`
+	Access           string   `json:"access"`
+	Risk             string   `json:"risk"`
+	Reasons          []Reason `json:"reasons"`
+	Approvals        []Reason `json:"approvals"`
+	Rules            []string `json:"rules"`
+
+	Revision string `json:"revision"`        // the bundle revision (manifest hash) that decided
+	Error    string `json:"error,omitempty"` // why evaluation failed, when Outcome is "error"
+}
+
+// Reason is one denial or approval requirement and the rule that raised it.
+type Reason struct {
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// Executes reports whether the call may go to its upstream: allowed, not stubbed, and not
+// waiting for an approval.
+func (d Decision) Executes() bool {
+	return d.Allow && !d.Stub && !d.ApprovalRequired && d.Outcome == OutcomeAllow
+}
+
+func errorDecision(revision string, err error) Decision {
+	return Decision{
+		Outcome:   OutcomeError,
+		Access:    "write",
+		Risk:      "write",
+		Reasons:   []Reason{{Rule: "lush.error", Message: "the policy could not be evaluated; the call is denied"}},
+		Approvals: []Reason{},
+		Rules:     []string{"lush.error"},
+		Revision:  revision,
+		Error:     err.Error(),
+	}
+}
+
+// decode reads the decision object from an evaluation result, refusing anything malformed.
+func decode(v any) (Decision, error) {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return Decision{}, fmt.Errorf("%s is not an object", Query)
+	}
+	var d Decision
+	var err error
+	field := func(name string) any {
+		x, ok := m[name]
+		if !ok && err == nil {
+			err = fmt.Errorf("%s has no %q", Query, name)
+		}
+		return x
+	}
+	d.Allow, _ = field("allow").(bool)
+	d.Outcome, _ = field("outcome").(string)
+	d.Stub, _ = field("stub").(bool)
+	d.ApprovalRequired, _ = field("approval_required").(bool)
+	d.Access, _ = field("access").(string)
+	d.Risk, _ = field("risk").(string)
+	d.Reasons = reasons(field("reasons"))
+	d.Approvals = reasons(field("approvals"))
+	for _, r := range asSlice(field("rules")) {
+		if s, ok := r.(string); ok {
+			d.Rules = append(d.Rules, s)
+		}
+	}
+	if err != nil {
+		return Decision{}, err
+	}
+	// The decision must be internally consistent; anything else is a policy bug, and denies.
+	switch {
+	case d.Allow && d.Outcome == OutcomeDeny, !d.Allow && d.Outcome != OutcomeDeny:
+		return Decision{}, fmt.Errorf("%s is inconsistent: allow=%v outcome=%q", Query, d.Allow, d.Outcome)
+	case !slices.Contains([]string{OutcomeAllow, OutcomeStub, OutcomeApproval, OutcomeDeny}, d.Outcome):
+		return Decision{}, fmt.Errorf("%s has unknown outcome %q", Query, d.Outcome)
+	}
+	if d.Rules == nil {
+		d.Rules = []string{}
+	}
+	return d, nil
+}
+
+func reasons(v any) []Reason {
+	out := []Reason{}
+	for _, x := range asSlice(v) {
+		m, _ := x.(map[string]any)
+		r := Reason{}
+		r.Rule, _ = m["rule"].(string)
+		r.Message, _ = m["message"].(string)
+		out = append(out, r)
+	}
+	return out
+}
+
+func asSlice(v any) []any {
+	s, _ := v.([]any)
+	return s
+}

@@ -1,0 +1,5 @@
+package lush.policies.undefined
+
+deny contains "blocked" if {
+	is_blocked(input.tool.name)
+}

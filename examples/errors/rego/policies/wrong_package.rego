@@ -1,0 +1,3 @@
+package lush.authz
+
+allow := true

@@ -1,0 +1,234 @@
+// Package manifest defines the build manifest: the resolved, content-addressed description of a
+// project that `lushctl build` writes to .lush/build/<hash>.json and that the gateway, agentd and
+// the scheduler read. The hash is the SHA-256 of the encoded manifest, so the same inputs give the
+// same bytes and the same hash on every machine, and a manifest can be checked against its name.
+//
+// Everything in a manifest is sorted and free of absolute paths and times.
+package manifest
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"regexp"
+)
+
+// Schema identifies this version of the manifest format.
+const Schema = "lush.dev/manifest/v1"
+
+// Manifest is a built project.
+type Manifest struct {
+	Schema          string           `json:"schema"`
+	Project         string           `json:"project"`
+	InputHash       string           `json:"input_hash"`     // digest over Inputs
+	PolicyLibrary   string           `json:"policy_library"` // digest of the base Rego library in the bundle
+	Inputs          []Input          `json:"inputs"`
+	Authorization   Authorization    `json:"authorization"`
+	ServiceAccounts []ServiceAccount `json:"service_accounts"`
+	Agents          []Agent          `json:"agents"`
+	Loops           []Loop           `json:"loops"`
+	Tools           []Tool           `json:"tools"`
+	Grants          []Grant          `json:"grants"`
+	Credentials     []Credential     `json:"credentials"`
+	Skills          []Skill          `json:"skills"`
+	Policies        []string         `json:"policies"` // the project's Rego files in the bundle
+}
+
+// Input is a file the build read, with the digest of its content.
+type Input struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// Authorization holds the project's authorization settings, defaults applied.
+type Authorization struct {
+	MaxCallDepth        int      `json:"max_call_depth"`
+	ApprovalRequiredFor []string `json:"approval_required_for"`
+}
+
+// ServiceAccount is a declared non-human identity.
+type ServiceAccount struct {
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+}
+
+// Agent is a resolved agent spec.
+type Agent struct {
+	Name        string        `json:"name"`
+	Model       string        `json:"model"`
+	Description string        `json:"description"`
+	Prompt      string        `json:"prompt"` // the system instruction: description, then skill fragments
+	Skills      []string      `json:"skills"`
+	Tools       []AllowedTool `json:"tools"`
+	ACL         []ACLEntry    `json:"acl"`
+}
+
+// AllowedTool is one entry of an agent's exhaustive allowlist.
+type AllowedTool struct {
+	Ref    string   `json:"ref"`
+	Access string   `json:"access"`
+	Only   []string `json:"only,omitempty"` // named tools of an MCP server; empty means all
+}
+
+// ACLEntry gives a principal a role.
+type ACLEntry struct {
+	Principal string `json:"principal"`
+	Role      string `json:"role"`
+}
+
+// Loop is a resolved loop spec.
+type Loop struct {
+	Name        string     `json:"name"`
+	Schedule    string     `json:"schedule"`
+	Agent       string     `json:"agent"`
+	RunAs       string     `json:"run_as"`
+	Instruction string     `json:"instruction"`
+	ACL         []ACLEntry `json:"acl"`
+}
+
+// Tool is every tool reference some agent allowlists, with how to reach it and its classes.
+type Tool struct {
+	Ref       string           `json:"ref"`
+	Kind      string           `json:"kind"` // mcp, agent, local, builtin
+	Stdio     *Stdio           `json:"stdio,omitempty"`
+	Remote    *Remote          `json:"remote,omitempty"`
+	Local     *LocalTool       `json:"local,omitempty"`
+	TimeoutMS int64            `json:"timeout_ms,omitempty"`
+	Classes   map[string]Class `json:"classes"` // tool name ("" for single tools, "*" for a server's default) -> class
+}
+
+// Stdio is a local MCP server that Lush starts. The process runs in the project directory.
+type Stdio struct {
+	Launcher string   `json:"launcher"` // npx, uvx or stdio
+	Package  string   `json:"package"`  // npm/Python package, or the command
+	Args     []string `json:"args,omitempty"`
+	Env      []EnvVar `json:"env,omitempty"`
+}
+
+// EnvVar is a non-secret environment variable.
+type EnvVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Remote is a remote MCP server.
+type Remote struct {
+	URL       string `json:"url"`
+	Transport string `json:"transport"` // streamable-http or sse
+}
+
+// LocalTool is an executable speaking Lush's local tool protocol.
+type LocalTool struct {
+	Dir          string          `json:"dir"` // project-relative
+	Command      []string        `json:"command"`
+	Description  string          `json:"description"`
+	InputSchema  json.RawMessage `json:"input_schema,omitempty"`
+	OutputSchema json.RawMessage `json:"output_schema,omitempty"`
+	Digest       string          `json:"digest"` // of the tool's directory (spec.DigestDir)
+	Skill        string          `json:"skill,omitempty"`
+}
+
+// Class is a tool's access level and risk class.
+type Class struct {
+	Access string `json:"access"`
+	Risk   string `json:"risk"`
+}
+
+// Grant gives a principal access to a tool.
+type Grant struct {
+	Tool      string   `json:"tool"`
+	Principal string   `json:"principal"`
+	Access    string   `json:"access"`
+	Only      []string `json:"only,omitempty"`
+}
+
+// Credential declares which credential a principal uses with a tool. It never holds the secret.
+type Credential struct {
+	Tool      string   `json:"tool"`
+	Principal string   `json:"principal"`
+	Type      string   `json:"type"`
+	Header    string   `json:"header,omitempty"`
+	Env       []string `json:"env,omitempty"`
+	Vault     string   `json:"vault,omitempty"`
+}
+
+// Skill is a resolved skill.
+type Skill struct {
+	Ref         string   `json:"ref"`
+	Name        string   `json:"name"`
+	Description string   `json:"description"`
+	Digest      string   `json:"digest"`
+	Tools       []string `json:"tools,omitempty"`
+}
+
+// Agent returns the named agent.
+func (m *Manifest) Agent(name string) (*Agent, bool) {
+	for i := range m.Agents {
+		if m.Agents[i].Name == name {
+			return &m.Agents[i], true
+		}
+	}
+	return nil, false
+}
+
+// Tool returns the tool with the given reference.
+func (m *Manifest) Tool(ref string) (*Tool, bool) {
+	for i := range m.Tools {
+		if m.Tools[i].Ref == ref {
+			return &m.Tools[i], true
+		}
+	}
+	return nil, false
+}
+
+// Encode returns the manifest's canonical bytes and their hash (64 hex digits).
+func Encode(m *Manifest) (data []byte, hash string, err error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(m); err != nil {
+		return nil, "", fmt.Errorf("encode manifest: %w", err)
+	}
+	return buf.Bytes(), Hash(buf.Bytes()), nil
+}
+
+// Hash returns the hex SHA-256 of encoded manifest bytes.
+func Hash(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+var hashRe = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
+// ValidHash reports whether s is a full manifest hash.
+func ValidHash(s string) bool { return hashRe.MatchString(s) }
+
+// Short abbreviates a hash for display.
+func Short(hash string) string {
+	if len(hash) > 12 {
+		return hash[:12]
+	}
+	return hash
+}
+
+// Decode parses manifest bytes and checks that they hash to want (if want is not empty).
+func Decode(data []byte, want string) (*Manifest, error) {
+	if want != "" {
+		if got := Hash(data); got != want {
+			return nil, fmt.Errorf("manifest %s is corrupt or altered: its content hashes to %s", Short(want), Short(got))
+		}
+	}
+	var m Manifest
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&m); err != nil {
+		return nil, fmt.Errorf("decode manifest: %w", err)
+	}
+	if m.Schema != Schema {
+		return nil, fmt.Errorf("manifest has schema %q; this lushctl reads %q (rebuild the project)", m.Schema, Schema)
+	}
+	return &m, nil
+}

@@ -1,0 +1,185 @@
+package lush.authz
+
+# The two-step authorization of tool, resource and prompt actions:
+#   capability: the agent's exhaustive tools allowlist covers the call;
+#   privilege:  the principal's match set holds a tool_grant covering the call.
+# Every lookup is indexed by keys from the input, never by iterating the project.
+
+access_rank := {"read": 1, "write": 2}
+
+# An allowlist entry or grant at access A covers a call needing access N when
+# access_rank[A] >= access_rank[N] (write covers read). An entry without access
+# is a read; an unknown access covers nothing.
+#
+# Narrowing: an entry or grant with `only` admits a tool call only if `only` is
+# an array naming the tool; it never admits resources or prompts.
+
+# How the call reads in messages.
+call_label := tool_label if {
+	tool_actions[action]
+} else := sprintf("%s for %s", [tool_ref, action])
+
+# --- capability ---
+
+allowlist_entry := e if {
+	e := data.lush.project.agents[agent_name].tools[tool_ref]
+	is_object(e)
+}
+
+allowlisted if {
+	tool_actions[action]
+	only := object.get(allowlist_entry, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+}
+
+allowlisted if {
+	content_actions[action]
+	e := allowlist_entry
+	not "only" in object.keys(e)
+}
+
+capability_ok if {
+	allowlisted
+	access_rank[object.get(allowlist_entry, "access", "read")] >= access_rank[effective_access]
+}
+
+# Why the allowlist does not admit the call.
+not_allowlisted_note := "not in its tools allowlist" if {
+	not allowlist_entry
+} else := sprintf("its allowlist entry for %s is narrowed to %s", [tool_ref, names]) if {
+	tool_actions[action]
+	is_array(allowlist_entry.only)
+	names := concat(", ", sort([n | some n in allowlist_entry.only; is_string(n)]))
+} else := sprintf("its allowlist entry for %s has a malformed only (expected an array of tool names)", [tool_ref]) if {
+	tool_actions[action]
+} else := sprintf("its allowlist entry for %s is narrowed to specific tools (only), which does not cover resources or prompts: allowlist the server without only", [tool_ref])
+
+# METADATA
+# title: Tool not in the agent's allowlist
+# description: |
+#   The tool (or server, for resources and prompts) is not in the agent's
+#   exhaustive tools allowlist, or the entry's only list does not admit the call
+#   (another tool of the server, or a resource/prompt action).
+# custom:
+#   id: lush.capability.not_allowlisted
+deny contains d if {
+	scoped_actions[action]
+	agent_known
+	tool_ref
+	not allowlisted
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf("agent %q may not use %s: %s", [agent_name, call_label, not_allowlisted_note]),
+	}
+}
+
+# METADATA
+# title: Allowlist access too low
+# description: |
+#   The agent's allowlist admits the tool at read, but the call needs write
+#   (by the tool's class, an unknown class, or the caller's access hint).
+# custom:
+#   id: lush.capability.access_exceeded
+deny contains d if {
+	allowlisted
+	not capability_ok
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf(
+			"agent %q may use %s only with access %q, but the call needs %q: allowlist it with access %q",
+			[agent_name, call_label, object.get(allowlist_entry, "access", "read"), effective_access, effective_access],
+		),
+	}
+}
+
+# METADATA
+# title: Tool in the agent's allowlist
+# description: The agent's tools allowlist admits the call at the access it needs.
+# custom:
+#   id: lush.capability.allowlist
+allow_rules contains id if {
+	capability_ok
+	id := rego.metadata.rule().custom.id
+}
+
+# --- privilege ---
+
+# The grants of the caller's match set on the ref that admit the call.
+matching_grants contains g if {
+	tool_actions[action]
+	some p in principals
+	some g in data.lush.project.grants[tool_ref][p]
+	is_object(g)
+	only := object.get(g, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+}
+
+matching_grants contains g if {
+	content_actions[action]
+	some p in principals
+	some g in data.lush.project.grants[tool_ref][p]
+	is_object(g)
+	not "only" in object.keys(g)
+}
+
+privilege_ok if {
+	some g in matching_grants
+	access_rank[object.get(g, "access", "read")] >= access_rank[effective_access]
+}
+
+grant_scope_note := "" if {
+	tool_actions[action]
+} else := " (grants narrowed with only do not cover resources or prompts)"
+
+# METADATA
+# title: No tool grant
+# description: |
+#   No principal of the caller's match set holds a tool_grant on the tool (or,
+#   for resources and prompts, an un-narrowed grant on the server).
+# custom:
+#   id: lush.privilege.no_grant
+deny contains d if {
+	scoped_actions[action]
+	tool_ref
+	principal_id
+	count(matching_grants) == 0
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf(
+			"principal %s holds no grant on %s%s: add a tool_grant with access %q for one of %s",
+			[principal_id, call_label, grant_scope_note, effective_access, principal_list],
+		),
+	}
+}
+
+# METADATA
+# title: Tool grant access too low
+# description: |
+#   The caller's match set holds grants on the tool, but none at the access the
+#   call needs (only read grants for a write).
+# custom:
+#   id: lush.privilege.access_exceeded
+deny contains d if {
+	count(matching_grants) > 0
+	not privilege_ok
+	held := concat(", ", sort({sprintf("%v", [object.get(g, "access", "read")]) | some g in matching_grants}))
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf(
+			"principal %s holds only %s grants on %s, but the call needs %q: grant %q to one of %s",
+			[principal_id, held, call_label, effective_access, effective_access, principal_list],
+		),
+	}
+}
+
+# METADATA
+# title: Principal holds a tool grant
+# description: Some principal of the caller's match set holds a tool_grant covering the call.
+# custom:
+#   id: lush.privilege.tool_grant
+allow_rules contains id if {
+	privilege_ok
+	id := rego.metadata.rule().custom.id
+}

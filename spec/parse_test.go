@@ -1,0 +1,317 @@
+package spec
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/lush-agents/lush/diag"
+)
+
+// render prints diagnostics one per line as "line:col code: message (suggestion)".
+func render(l *diag.List) string {
+	var b strings.Builder
+	for _, d := range l.Sorted() {
+		fmt.Fprintf(&b, "%d:%d %s %s: %s", d.Line, d.Col, d.Severity, d.Code, d.Message)
+		if d.Suggestion != "" {
+			fmt.Fprintf(&b, " (%s)", d.Suggestion)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+const goodAgent = `name: researcher
+model: gemini-2.5-flash
+description: |
+  You research things.
+skills:
+  - skills.sh/lush/concise-writing@1.0
+tools:
+  - server: mcp://npx/@modelcontextprotocol/server-filesystem
+    access: write
+    tools:
+      - read_text_file
+      - name: write_file
+        risk: destructive
+  - server: lush://writer
+    access: read
+  - name: tools/clock
+    access: read
+acl:
+  - principal: group:engineering
+    role: execute
+`
+
+func TestParseAgent(t *testing.T) {
+	var l diag.List
+	a := ParseAgent("agents/researcher/spec.yaml", "researcher", []byte(goodAgent), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	if a.Name.Value != "researcher" || a.Model.Value != "gemini-2.5-flash" || a.Description.Value != "You research things.\n" {
+		t.Errorf("scalars = %+v", a)
+	}
+	if a.Model.Pos != (diag.Pos{File: "agents/researcher/spec.yaml", Line: 2, Col: 8}) {
+		t.Errorf("model pos = %v", a.Model.Pos)
+	}
+	if len(a.Tools) != 3 || len(a.Skills) != 1 || len(a.ACL) != 1 {
+		t.Fatalf("tools=%d skills=%d acl=%d", len(a.Tools), len(a.Skills), len(a.ACL))
+	}
+	fs := a.Tools[0]
+	if fs.Access.Value != "write" || len(fs.Only) != 2 || fs.Only[0].Class != nil {
+		t.Fatalf("filesystem entry = %+v", fs)
+	}
+	if c := fs.Only[1].Class; c == nil || c.Access.Value != "write" || c.Risk.Value != "destructive" {
+		t.Errorf("write_file class = %+v", c)
+	}
+	if a.Tools[2].Ref.Value != "tools/clock" || a.Tools[2].Access.Value != "read" {
+		t.Errorf("local tool entry = %+v", a.Tools[2])
+	}
+}
+
+func TestParseAgentErrors(t *testing.T) {
+	tests := []struct {
+		name, dir, src, want string
+	}{
+		{"unknown field with suggestion", "a", "name: a\nmodle: x\nmodel: m\ndescription: d\n",
+			`2:1 error unknown-field: unknown field "modle" in agent spec (did you mean "model"?)`},
+		{"unknown field without suggestion", "a", "name: a\nmodel: m\ndescription: d\nbanana: 1\n",
+			`4:1 error unknown-field: unknown field "banana" in agent spec (known fields: name, model, description, tools, skills, acl)`},
+		{"missing required", "a", "name: a\n", "1:1 error missing-field: agent spec is missing required field \"model\"\n1:1 error missing-field: agent spec is missing required field \"description\""},
+		{"name mismatch", "b", "name: a\nmodel: m\ndescription: d\n",
+			`1:7 error name-mismatch: agent name "a" does not match its directory agents/b (rename the directory to agents/a or set name: b)`},
+		{"bad name", "Ab", "name: Ab\nmodel: m\ndescription: d\n", `1:7 error invalid-name: agent name "Ab" is not valid`},
+		{"number instead of string", "a", "name: a\nmodel: 1.5\ndescription: d\n", `2:8 error wrong-type: model must be a string, not a number (quote it: "1.5")`},
+		{"empty description", "a", "name: a\nmodel: m\ndescription: \"  \"\n", `3:14 error empty-value: description is empty`},
+		{"duplicate key", "a", "name: a\nmodel: m\nmodel: n\ndescription: d\n", `3:1 error duplicate-key: "model" is set twice in agent spec (remove one of them; the first is at line 2)`},
+		{"tools not a list", "a", "name: a\nmodel: m\ndescription: d\ntools: mcp://x/y\n", `4:8 error wrong-type: tools must be a list, not a string`},
+		{"access missing", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n", `5:5 error missing-field: tools entry is missing required field "access"`},
+		{"access invalid", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n    access: raed\n",
+			`6:13 error invalid-value: access "raed" is not valid (did you mean "read"? (one of: read, write))`},
+		{"server and name", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n    name: tools/x\n    access: read\n",
+			`6:11 error conflicting-fields: a tools entry has both server: and name:`},
+		{"no tool", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - access: read\n", `5:5 error missing-field: tools entry names no tool`},
+		{"wrong key for local tool", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: tools/x\n    access: read\n",
+			`5:13 error wrong-key: tools/x is not a server (write name: tools/x)`},
+		{"wrong key for server", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: mcp://npx/x\n    access: read\n",
+			`5:11 error wrong-key: mcp://npx/x is a server: list it with server: (write server: mcp://npx/x)`},
+		{"bad ref", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: https://x.example.com/mcp\n    access: read\n",
+			`remote MCP servers are named mcp://x.example.com/mcp`},
+		{"narrowing a single tool", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n    access: read\n    tools: [x]\n",
+			`7:12 error narrowing-single-tool`},
+		{"bad class", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: mcp://npx/x\n    access: read\n    tools:\n      - name: t\n        access: write\n        risk: read\n",
+			`10:15 error inconsistent-class: a tool with access write cannot have risk read`},
+		{"bad tool name", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: mcp://npx/x\n    access: read\n    tools: [\"a b\"]\n",
+			`is not an MCP tool name`},
+		{"acl role", "a", "name: a\nmodel: m\ndescription: d\nacl:\n  - principal: user:x\n    role: exec\n",
+			`6:11 error invalid-value: role "exec" is not valid (use one of: execute)`},
+		{"not a mapping", "a", "- a\n- b\n", `1:1 error wrong-type: agent spec must be a mapping, not a list`},
+		{"syntax error", "a", "name: a\nmodel: [\n", `error yaml-syntax: invalid YAML:`},
+		{"empty", "a", "", `0:0 error empty-file: file is empty`},
+		{"two documents", "a", "name: a\n---\nname: b\n", `multiple-documents`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l diag.List
+			ParseAgent("agents/"+tt.dir+"/spec.yaml", tt.dir, []byte(tt.src), &l)
+			got := render(&l)
+			for _, want := range strings.Split(tt.want, "\n") {
+				if !strings.Contains(got, want) {
+					t.Errorf("diagnostics:\n%s\nwant a line containing:\n%s", got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestMergeKeysAndAliases(t *testing.T) {
+	src := `name: a
+model: m
+description: d
+tools:
+  - &fs
+    server: mcp://npx/x
+    access: read
+  - <<: *fs
+    server: mcp://npx/y
+acl:
+  - &eng {principal: group:eng, role: execute}
+  - *eng
+`
+	var l diag.List
+	a := ParseAgent("agents/a/spec.yaml", "a", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	if len(a.Tools) != 2 || a.Tools[1].Ref.Value != "mcp://npx/y" || a.Tools[1].Access.Value != "read" {
+		t.Errorf("merged tool = %+v", a.Tools)
+	}
+	if len(a.ACL) != 2 {
+		t.Errorf("acl = %+v", a.ACL)
+	}
+}
+
+func TestAliasBomb(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 9; i++ {
+		fmt.Fprintf(&b, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	b.WriteString("description: d\ncommand: x\ninput_schema: *a8\n")
+	var l diag.List
+	ParseLocalTool("tools/a/tool.yaml", "tools/a", "a", []byte(b.String()), &l)
+	if got := render(&l); !strings.Contains(got, "too-many-nodes") {
+		t.Errorf("an alias bomb was not stopped:\n%s", got)
+	}
+}
+
+func TestParseLoop(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"good", "name: digest\nschedule: \"0 9 * * *\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\nacl:\n  - principal: group:ops\n    role: read\n", ""},
+		{"descriptor", "name: digest\nschedule: \"@every 15m\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n", ""},
+		{"time zone", "name: digest\nschedule: \"CRON_TZ=Europe/Berlin 0 9 * * 1-5\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n", ""},
+		{"six fields", "name: digest\nschedule: \"0 0 9 * * *\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n", "remove the seconds field"},
+		{"bad cron", "name: digest\nschedule: \"0 25 * * *\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n", "is not valid"},
+		{"lush ref", "name: digest\nschedule: \"@daily\"\nagent: lush://helper\nrun_as: serviceaccount:bot\ninstruction: go\n", "write the agent's name: agent: helper"},
+		{"loop role", "name: digest\nschedule: \"@daily\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\nacl:\n  - principal: group:x\n    role: trigger\n", `role "trigger" is not valid (use one of: execute, read)`},
+		{"missing", "name: digest\n", `loop spec is missing required field "schedule"`},
+		{"name mismatch", "name: other\nschedule: \"@daily\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n", "rename the file to loops/other.yaml or set name: digest"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l diag.List
+			lp := ParseLoop("loops/digest.yaml", "digest", []byte(tt.src), &l)
+			got := render(&l)
+			if tt.want == "" {
+				if got != "" || lp == nil {
+					t.Fatalf("diagnostics:\n%s", got)
+				}
+				return
+			}
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+const goodProject = `project: quickstart
+models: [gemini-2.5-flash, gemini-2.5-pro]
+service_accounts:
+  - name: digest-bot
+    description: runs the daily digest
+  - orchestrator
+servers:
+  mcp://npx/@modelcontextprotocol/server-filesystem:
+    args: [./data]
+    env: {LOG_LEVEL: info}
+    timeout: 30s
+  mcp://notes.example.com/mcp:
+    url: http://127.0.0.1:8931/mcp
+    transport: sse
+tool_classes:
+  mcp://npx/@modelcontextprotocol/server-filesystem:
+    read_text_file: read
+    write_file: {access: write, risk: destructive}
+    "*": write
+  tools/clock: read
+tool_grants:
+  - tool: mcp://npx/@modelcontextprotocol/server-filesystem
+    grants:
+      - principal: group:engineering
+        access: read
+      - principal: serviceaccount:digest-bot
+        access: write
+        tools: [write_file]
+mcp_credentials:
+  mcp://notes.example.com/mcp:
+    serviceaccount:digest-bot:
+      type: bearer
+    user:alice:
+      type: api_key
+      header: X-Api-Key
+authorization:
+  max_call_depth: 4
+  approval_required_for: [destructive, network]
+`
+
+func TestParseProjectConfig(t *testing.T) {
+	var l diag.List
+	p := ParseProjectConfig("lush.yaml", []byte(goodProject), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	if p.Name.Value != "quickstart" || len(p.Models) != 2 || len(p.ServiceAccounts) != 2 || p.ServiceAccounts[1].Name.Value != "orchestrator" {
+		t.Errorf("project = %+v", p)
+	}
+	if len(p.Servers) != 2 || len(p.Servers[0].Args) != 1 || p.Servers[0].Env[0].Name.Value != "LOG_LEVEL" || p.Servers[1].Transport.Value != "sse" {
+		t.Errorf("servers = %+v", p.Servers)
+	}
+	if len(p.ToolClasses) != 4 || p.ToolClasses[2].Tool.Value != "*" || p.ToolClasses[3].Tool.Set() {
+		t.Errorf("classes = %+v", p.ToolClasses)
+	}
+	if len(p.ToolGrants) != 1 || len(p.ToolGrants[0].Grants) != 2 || p.ToolGrants[0].Grants[1].Only[0].Value != "write_file" {
+		t.Errorf("grants = %+v", p.ToolGrants)
+	}
+	if len(p.Credentials) != 2 || p.Credentials[1].Header.Value != "X-Api-Key" {
+		t.Errorf("credentials = %+v", p.Credentials)
+	}
+	if p.Authorization.MaxCallDepth.Value != 4 || len(p.Authorization.ApprovalRequiredFor) != 2 {
+		t.Errorf("authorization = %+v", p.Authorization)
+	}
+}
+
+func TestParseProjectConfigErrors(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"unknown section", "project: p\ntool_grant: []\n", `unknown field "tool_grant" in lush.yaml (did you mean "tool_grants"?)`},
+		{"sa prefix", "project: p\nservice_accounts:\n  - name: serviceaccount:bot\n", "without the serviceaccount: prefix"},
+		{"sa name", "project: p\nservice_accounts: [Bot]\n", `service account name "Bot" is not valid`},
+		{"server not mcp", "project: p\nservers:\n  lush://a: {}\n", "lush://a is not an MCP server"},
+		{"stdio url", "project: p\nservers:\n  mcp://npx/x:\n    url: http://x\n", "mcp://npx/x is a local stdio server"},
+		{"remote args", "project: p\nservers:\n  mcp://h.example/x:\n    args: [a]\n", "is a remote server"},
+		{"bad url", "project: p\nservers:\n  mcp://h.example/x:\n    url: ftp://x\n", `url "ftp://x" is not an HTTP URL`},
+		{"bad timeout", "project: p\nservers:\n  mcp://h.example/x:\n    timeout: forever\n", "must be a positive duration"},
+		{"class risk scalar", "project: p\ntool_classes:\n  tools/x: destructive\n", `"destructive" is a risk class, not an access level`},
+		{"server class scalar", "project: p\ntool_classes:\n  mcp://npx/x: read\n", `write "*": read to classify every tool of the server`},
+		{"cred type", "project: p\nmcp_credentials:\n  mcp://h.example/x:\n    user:a: {type: oath}\n", `type "oath" is not valid (did you mean "oauth"?`},
+		{"cred header", "project: p\nmcp_credentials:\n  mcp://h.example/x:\n    user:a: {type: bearer, header: X-Key}\n", "header: applies to type api_key only"},
+		{"cred env", "project: p\nmcp_credentials:\n  mcp://npx/x:\n    user:a: {type: env}\n", "type env needs the names of the variables it sets"},
+		{"depth", "project: p\nauthorization:\n  max_call_depth: 0\n", "max_call_depth must be a whole number from 1 to 64"},
+		{"grant missing", "project: p\ntool_grants:\n  - tool: lush://a\n    grants:\n      - principal: user:a\n", `grant is missing required field "access"`},
+		{"no project", "models: []\n", `lush.yaml is missing required field "project"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l diag.List
+			ParseProjectConfig("lush.yaml", []byte(tt.src), &l)
+			if got := render(&l); !strings.Contains(got, tt.want) {
+				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParseLocalTool(t *testing.T) {
+	src := `description: Tells the time.
+command: ./clock.sh
+access: read
+timeout: 5s
+input_schema:
+  type: object
+  properties:
+    zone: {type: string}
+`
+	var l diag.List
+	tool := ParseLocalTool("tools/clock/tool.yaml", "tools/clock", "clock", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	if tool.Name.Value != "clock" || len(tool.Command) != 1 || tool.Class.Access.Value != "read" || tool.Class.Risk.Value != "read" {
+		t.Errorf("tool = %+v", tool)
+	}
+	schema, ok := tool.InputSchema.(map[string]any)
+	if !ok || schema["type"] != "object" {
+		t.Errorf("schema = %#v", tool.InputSchema)
+	}
+}

@@ -1,0 +1,193 @@
+// Package spec defines and parses the files of a Lush project: lush.yaml (the project
+// configuration), agents/<name>/spec.yaml, loops/<name>.yaml and tools/<name>/tool.yaml.
+//
+// Parsing uses gopkg.in/yaml.v3's node API so that every value keeps the file, line and column
+// it was written at, and every problem (bad YAML, wrong type, unknown field, invalid value) is
+// reported into a diag.List with that position. Parsers never stop at the first problem: they
+// return what they could read, so a build reports every error in one run.
+//
+// This package checks each file on its own. Checks across files (does the loop's agent exist, is
+// the service account declared) belong to the compiler.
+package spec
+
+import (
+	"time"
+
+	"github.com/lush-agents/lush/diag"
+)
+
+// Scalar is a value read from a spec file together with where it was written. A zero Pos means
+// the value was absent.
+type Scalar[T any] struct {
+	Value T
+	Pos   diag.Pos
+}
+
+// Set reports whether the value was present in the file.
+func (s Scalar[T]) Set() bool { return s.Pos.Line != 0 }
+
+// Access levels and risk classes of tools.
+var (
+	AccessLevels = []string{"read", "write"}
+	RiskClasses  = []string{"read", "write", "network", "destructive"}
+)
+
+// Roles that an ACL entry can hold on agents and on loops.
+var (
+	AgentRoles = []string{"execute"}
+	LoopRoles  = []string{"execute", "read"}
+)
+
+// CredentialTypes are the kinds of credential an MCP server can need.
+var CredentialTypes = []string{"oauth", "bearer", "api_key", "basic", "env"}
+
+// Transports are the ways to reach a remote MCP server.
+var Transports = []string{"streamable-http", "sse"}
+
+// Class is a tool's classification: its access level and risk class.
+type Class struct {
+	Access Scalar[string]
+	Risk   Scalar[string]
+	Pos    diag.Pos
+}
+
+// ACLEntry gives a principal a role on an agent or loop.
+type ACLEntry struct {
+	Principal Scalar[string]
+	Role      Scalar[string]
+	Pos       diag.Pos
+}
+
+// Agent is agents/<name>/spec.yaml.
+type Agent struct {
+	File        string // project-relative path
+	Dir         string // the <name> directory
+	Name        Scalar[string]
+	Model       Scalar[string]
+	Description Scalar[string]
+	Skills      []Scalar[string]
+	Tools       []ToolEntry
+	ACL         []ACLEntry
+}
+
+// ToolEntry is one entry of an agent's exhaustive tools allowlist.
+type ToolEntry struct {
+	Ref    Scalar[string] // the tool reference, from "server:" or "name:"
+	Access Scalar[string] // the highest access the agent gets to the tool
+	Only   []NamedTool    // "tools:": narrows an MCP server to these tools
+	Pos    diag.Pos
+}
+
+// NamedTool is one tool of an MCP server named in an allowlist entry, optionally classified.
+type NamedTool struct {
+	Name  Scalar[string]
+	Class *Class // nil when the entry only names the tool
+	Pos   diag.Pos
+}
+
+// Loop is loops/<name>.yaml: a scheduled agent invocation.
+type Loop struct {
+	File        string
+	Name        Scalar[string]
+	Schedule    Scalar[string]
+	Agent       Scalar[string]
+	RunAs       Scalar[string]
+	Instruction Scalar[string]
+	ACL         []ACLEntry
+}
+
+// ProjectConfig is lush.yaml.
+type ProjectConfig struct {
+	File            string
+	Pos             diag.Pos
+	Name            Scalar[string]   // project:
+	Models          []Scalar[string] // models: the known models (replaces the default list)
+	SkillsDir       Scalar[string]   // skills_dir: where skills are resolved (default "skills")
+	ServiceAccounts []ServiceAccount
+	Servers         []Server
+	ToolClasses     []ToolClass
+	ToolGrants      []ToolGrant
+	Credentials     []Credential
+	Authorization   Authorization
+}
+
+// ServiceAccount declares a non-human identity.
+type ServiceAccount struct {
+	Name        Scalar[string]
+	Description Scalar[string]
+	Pos         diag.Pos
+}
+
+// Server says how to reach or start an MCP server.
+type Server struct {
+	Ref       Scalar[string]
+	URL       Scalar[string] // remote: the endpoint (default https://<host>/<path>)
+	Transport Scalar[string] // remote: streamable-http (default) or sse
+	Args      []Scalar[string]
+	Env       []EnvVar
+	Timeout   Scalar[time.Duration] // per call
+	Pos       diag.Pos
+}
+
+// EnvVar is one non-secret environment variable of a stdio server.
+type EnvVar struct {
+	Name  Scalar[string]
+	Value Scalar[string]
+}
+
+// ToolClass classifies one tool: a named tool of an MCP server ("*" for every tool of it not
+// otherwise classified), or a single-tool reference (Tool is empty).
+type ToolClass struct {
+	Ref   Scalar[string]
+	Tool  Scalar[string]
+	Class Class
+}
+
+// ToolGrant lists the principals that may use a tool.
+type ToolGrant struct {
+	Tool   Scalar[string]
+	Grants []Grant
+	Pos    diag.Pos
+}
+
+// Grant gives a principal an access level on a tool, optionally only on named tools of an MCP
+// server.
+type Grant struct {
+	Principal Scalar[string]
+	Access    Scalar[string]
+	Only      []Scalar[string]
+	Pos       diag.Pos
+}
+
+// Credential declares the credential a principal uses with a tool.
+type Credential struct {
+	Tool      Scalar[string]
+	Principal Scalar[string]
+	Type      Scalar[string]
+	Header    Scalar[string]   // api_key: the header carrying the key
+	Env       []Scalar[string] // env: the variables the secret provides
+	Vault     Scalar[string]   // optional Vault path template
+	Pos       diag.Pos
+}
+
+// Authorization holds the project's authorization settings.
+type Authorization struct {
+	MaxCallDepth        Scalar[int]
+	ApprovalRequiredFor []Scalar[string] // risk classes that need a person's approval
+	ApprovalSet         bool             // approval_required_for was written (an empty list turns approvals off)
+}
+
+// LocalTool is tools/<name>/tool.yaml: an executable speaking Lush's local tool protocol.
+type LocalTool struct {
+	File         string // project-relative path of tool.yaml
+	Dir          string // project-relative directory
+	Name         Scalar[string]
+	Description  Scalar[string]
+	Command      []Scalar[string] // argv; the first element is relative to Dir or on PATH
+	InputSchema  any              // JSON Schema (decoded JSON value), nil when absent
+	OutputSchema any
+	SchemaPos    diag.Pos // position of input_schema
+	OutSchemaPos diag.Pos
+	Class        *Class
+	Timeout      Scalar[time.Duration]
+}

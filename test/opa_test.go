@@ -1,0 +1,195 @@
+// Package test holds end-to-end tests that start several processes: lushctl, the real opa CLI,
+// MCP servers. Each test starts what it needs on loopback and stops it before it returns.
+package test
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/compiler"
+)
+
+// opaBinary finds the real opa CLI that make test installs into .tools/bin.
+func opaBinary(t *testing.T) string {
+	t.Helper()
+	if p, err := exec.LookPath("opa"); err == nil {
+		return p
+	}
+	if p, _ := filepath.Abs("../.tools/bin/opa"); fileExists(p) {
+		return p
+	}
+	if os.Getenv("CI") != "" {
+		t.Fatal("the opa CLI is not installed in CI: run the tests with make test")
+	}
+	t.Skip("opa CLI not installed (make opa-tool)")
+	return ""
+}
+
+func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
+
+var decisionInputs = []authz.Input{
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "data/drafts/plan.md"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "serviceaccount:digest-bot", Groups: []string{}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "data/drafts/plan.md"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:alice", Groups: []string{}}, Agent: "orchestrator", LiveWrites: true,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "/etc/passwd"}},
+	{Action: "loop/read", Principal: authz.Principal{ID: "user:zed", Groups: []string{}}, Loop: "weekday-digest"},
+}
+
+// buildQuickstart builds examples/quickstart into a temporary directory and returns the bundle
+// path and Lush's own engine over it.
+func buildQuickstart(t *testing.T, opts ...compiler.Option) (string, *compiler.Result) {
+	t.Helper()
+	res, err := compiler.Build(context.Background(), "../examples/quickstart", append([]compiler.Option{compiler.Offline(true)}, opts...)...)
+	if err != nil || !res.OK() {
+		t.Fatalf("build: %v %v", err, res)
+	}
+	path := filepath.Join(t.TempDir(), res.Hash+".tar.gz")
+	if err := os.WriteFile(path, res.Bundle, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, res
+}
+
+// lushDecision is what Lush's engine decides, as the policy returns it (without engine fields).
+func lushDecision(t *testing.T, e *authz.Engine, in authz.Input) map[string]any {
+	t.Helper()
+	d := e.Decide(context.Background(), in)
+	d.Revision, d.Error = "", ""
+	data, _ := json.Marshal(d)
+	var m map[string]any
+	json.Unmarshal(data, &m)
+	delete(m, "revision")
+	return m
+}
+
+// TestOPAEvalLoadsBundle: `opa eval -b` over the built bundle gives the decisions Lush gives.
+func TestOPAEvalLoadsBundle(t *testing.T) {
+	opa := opaBinary(t)
+	path, res := buildQuickstart(t)
+	eng, err := authz.FromBytes(context.Background(), res.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, in := range decisionInputs {
+		inputFile := filepath.Join(t.TempDir(), "input.json")
+		data, _ := json.Marshal(in)
+		os.WriteFile(inputFile, data, 0o644)
+		out, err := exec.Command(opa, "eval", "--bundle", path, "--input", inputFile, "--format", "json", "data.lush.authz.decision").CombinedOutput()
+		if err != nil {
+			t.Fatalf("opa eval: %v\n%s", err, out)
+		}
+		var result struct {
+			Result []struct {
+				Expressions []struct {
+					Value map[string]any `json:"value"`
+				} `json:"expressions"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(out, &result); err != nil || len(result.Result) != 1 {
+			t.Fatalf("opa eval output: %v\n%s", err, out)
+		}
+		got := result.Result[0].Expressions[0].Value
+		if want := lushDecision(t, eng, in); !reflect.DeepEqual(got, want) {
+			t.Errorf("input %d: opa eval = %v\nlush = %v", i, got, want)
+		}
+	}
+}
+
+// TestOPARunServesSignedBundle: `opa run -s -b` loads the signed bundle, verifies it with the
+// public key, and answers the decision over its REST API; a wrong key is refused.
+func TestOPARunServesSignedBundle(t *testing.T) {
+	opa := opaBinary(t)
+	key, _ := rsa.GenerateKey(rand.Reader, 2048)
+	priv := pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)})
+	pubDER, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	dir := t.TempDir()
+	pub := filepath.Join(dir, "pub.pem")
+	os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644)
+
+	path, res := buildQuickstart(t, compiler.Sign(&compiler.SigningKey{Key: string(priv), Algorithm: "RS256", KeyID: "ci"}))
+	eng, err := authz.FromBytes(context.Background(), res.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, opa, "run", "--server", "--addr", addr, "--log-level", "error",
+		"--verification-key", pub, "--verification-key-id", "ci", "--bundle", path)
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	waitHTTP(t, "http://"+addr+"/health?bundles", &logs)
+
+	for i, in := range decisionInputs {
+		body, _ := json.Marshal(map[string]any{"input": in})
+		resp, err := http.Post("http://"+addr+"/v1/data/lush/authz/decision", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Result map[string]any `json:"result"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if want := lushDecision(t, eng, in); !reflect.DeepEqual(out.Result, want) {
+			t.Errorf("input %d: opa run = %v\nlush = %v", i, out.Result, want)
+		}
+	}
+
+	// A different public key: opa refuses to activate the bundle.
+	other, _ := rsa.GenerateKey(rand.Reader, 2048)
+	otherDER, _ := x509.MarshalPKIXPublicKey(&other.PublicKey)
+	wrong := filepath.Join(dir, "wrong.pem")
+	os.WriteFile(wrong, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: otherDER}), 0o644)
+	out, err := exec.Command(opa, "eval", "--bundle", path, "--verification-key", wrong, "--verification-key-id", "ci", "data.lush.authz.decision").CombinedOutput()
+	if err == nil {
+		t.Errorf("opa accepted a bundle signed by another key:\n%s", out)
+	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitHTTP(t *testing.T, url string, logs fmt.Stringer) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s did not become ready:\n%s", url, logs.String())
+}
