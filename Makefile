@@ -62,14 +62,14 @@ vet:
 	$(GO) vet ./...
 
 lint: go-tools ## gofmt, go vet, staticcheck
-	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@unformatted=$$(gofmt -l $$(git ls-files --cached --others --exclude-standard '*.go')); if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	staticcheck ./...
 
 fmt:
-	gofmt -w $$(git ls-files '*.go')
+	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
-demo: build ## build the quickstart, show a build error, run policy tests, explain two decisions
+demo: build node-tools ## the quickstart end to end: build, errors, policy tests, the gateway, the decision log
 	LUSHCTL=$(LUSHCTL) examples/demo.sh
 
 bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat

@@ -13,21 +13,24 @@ import (
 )
 
 // BenchmarkDecide measures the one decision function, Engine.Decide, over compiled bundles: the
-// quickstart and a generated project with 1,000 agents and 10,000 grants (10× the grants of a
-// 100-agent project, to check that deciding does not slow down with the number of grants).
-// Besides ns/op it reports the p50 and p99 of individual calls.
+// quickstart and generated projects with 100 and 1,000 agents (1,000 and 10,000 grants: 10× the
+// grants, to check that deciding does not slow down with the number of grants). Each case runs
+// cold, with the cache off (every call evaluates the policy: the cost of a cache miss), and
+// warm, with the cache on and the input already decided once (a cache hit). Besides ns/op it
+// reports the p50 and p99 of individual calls.
+//
+//	go test ./authz -run '^$' -bench BenchmarkDecide -benchmem -count 6
 func BenchmarkDecide(b *testing.B) {
 	ctx := context.Background()
-	qs, err := authz.FromBytes(ctx, quickstart(b))
-	if err != nil {
-		b.Fatal(err)
-	}
 	allowed := authz.Input{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "researcher",
 		Chain: []string{"researcher"}, Depth: 1, Tool: &authz.Tool{Ref: fs, Name: "read_text_file"}, Arguments: map[string]any{"path": "data/q3.md"}}
 	denied := allowed
 	denied.Tool = &authz.Tool{Ref: fs, Name: "write_file"}
-	run(b, "quickstart/allow", qs, allowed, "allow")
-	run(b, "quickstart/deny", qs, denied, "deny")
+	for _, cache := range []string{"cold", "warm"} {
+		qs := benchEngine(b, quickstart(b), cache)
+		run(b, "quickstart/allow/"+cache, qs, allowed, "allow")
+		run(b, "quickstart/deny/"+cache, qs, denied, "deny")
+	}
 
 	for _, agents := range []int{100, 1000} {
 		size := gen.Size{Agents: agents, Loops: agents / 5, Grants: agents * 10}
@@ -39,15 +42,26 @@ func BenchmarkDecide(b *testing.B) {
 		if err != nil || !res.OK() {
 			b.Fatalf("build generated project: %v %v", err, res.Diagnostics)
 		}
-		e, err := authz.FromBytes(ctx, res.Bundle)
-		if err != nil {
-			b.Fatal(err)
-		}
 		in := authz.Input{Action: "tools/call", Principal: authz.Principal{ID: "user:user-1", Groups: []string{"group:team-1"}},
 			Agent: gen.AgentName(0), Chain: []string{gen.AgentName(0)}, Depth: 1,
 			Tool: &authz.Tool{Ref: gen.ToolRef(0), Name: "read_item"}, Arguments: map[string]any{"id": 7}}
-		run(b, "generated/grants="+itoa(size.Grants)+"/allow", e, in, "allow")
+		for _, cache := range []string{"cold", "warm"} {
+			run(b, "generated/grants="+itoa(size.Grants)+"/allow/"+cache, benchEngine(b, res.Bundle, cache), in, "allow")
+		}
 	}
+}
+
+// benchEngine prepares an engine over a bundle, with the cache off ("cold") or on ("warm").
+func benchEngine(b *testing.B, bundle []byte, cache string) *authz.Engine {
+	var opts []authz.Option
+	if cache == "cold" {
+		opts = append(opts, authz.Cache(0))
+	}
+	e, err := authz.FromBytes(context.Background(), bundle, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return e
 }
 
 func run(b *testing.B, name string, e *authz.Engine, in authz.Input, want string) {

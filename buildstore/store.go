@@ -225,3 +225,55 @@ func (s *Store) Manifest(hash string) (*manifest.Manifest, []byte, error) {
 	}
 	return m, data, nil
 }
+
+const currentFile = "current"
+
+// Deploy makes hash the build that gateways following this store serve, atomically, and records
+// it in deploys.log. The build must be in the store.
+func (s *Store) Deploy(hash string) error {
+	if _, _, err := s.Manifest(hash); err != nil {
+		return fmt.Errorf("deploy: %w", err)
+	}
+	if _, err := os.Stat(s.BundlePath(hash)); err != nil {
+		return fmt.Errorf("deploy %s: no bundle: %w", manifest.Short(hash), err)
+	}
+	if err := writeAtomic(filepath.Join(s.dir, currentFile), []byte(hash+"\n")); err != nil {
+		return fmt.Errorf("deploy %s: %w", manifest.Short(hash), err)
+	}
+	f, err := os.OpenFile(filepath.Join(s.dir, "deploys.log"), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+	if err != nil {
+		return fmt.Errorf("deploy: %w", err)
+	}
+	defer f.Close()
+	_, err = fmt.Fprintf(f, "%s %s\n", s.now().UTC().Format(time.RFC3339), hash)
+	return err
+}
+
+// Current returns the deployed build ("" when nothing was deployed).
+func (s *Store) Current() (string, error) {
+	data, err := os.ReadFile(filepath.Join(s.dir, currentFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read deployed build: %w", err)
+	}
+	hash := strings.TrimSpace(string(data))
+	if !manifest.ValidHash(hash) {
+		return "", fmt.Errorf("%s does not hold a build hash", filepath.Join(s.dir, currentFile))
+	}
+	return hash, nil
+}
+
+// Load reads a build's manifest (verified against its hash) and its bundle.
+func (s *Store) Load(hash string) (*manifest.Manifest, []byte, error) {
+	m, _, err := s.Manifest(hash)
+	if err != nil {
+		return nil, nil, err
+	}
+	b, err := os.ReadFile(s.BundlePath(hash))
+	if err != nil {
+		return nil, nil, fmt.Errorf("read bundle of build %s: %w", manifest.Short(hash), err)
+	}
+	return m, b, nil
+}

@@ -1,45 +1,108 @@
 #!/usr/bin/env bash
-# The Lush demo, run by `make demo`: everything on the embedded default, no network, no service.
-#   1. build the quickstart project into a content-addressed manifest and OPA bundle
+# The Lush demo, run by `make demo`: everything on the embedded default (SQLite decision log, the
+# npm filesystem server installed in .tools/node), no network, no external service.
+#   1. build the quickstart into a content-addressed manifest and OPA bundle
 #   2. show what a broken project gets: every error at once, each with file:line and a fix
 #   3. run the quickstart's Rego unit tests, with coverage
-#   4. explain two decisions of the compiled policy: a denial and a stubbed write
+#   4. explain two decisions of the compiled policy
+#   5. serve the gateway in front of the real filesystem MCP server, and call it as three
+#      principals: an allowed read, a denied call (no grant), a stubbed write, and — with live
+#      writes on — a live write and a write the project's own policy refuses
+#   6. print the decision log
+# It works on a copy of examples/quickstart, so the repository is left as it was.
 set -euo pipefail
 
 LUSHCTL=${LUSHCTL:-lushctl}
-cd "$(dirname "$0")"
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+gateway_pid=""
+cleanup() {
+  if [ -n "$gateway_pid" ]; then kill "$gateway_pid" 2>/dev/null || true; wait "$gateway_pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+cp -r "$here/quickstart" "$work/quickstart"
+rm -rf "$work/quickstart/.lush"
+cp -r "$here/errors" "$work/errors"
+cd "$work"
 
 if [ -t 1 ]; then bold=$'\033[1m'; dim=$'\033[2m'; off=$'\033[0m'; else bold=; dim=; off=; fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$off"; }
 show() { local shown="$*"; printf "%s$ %s%s\n" "$dim" "${shown//$LUSHCTL/lushctl}" "$off"; "$@"; }
+# expect_fail runs a command that should fail and says so.
+expect_fail() { if "$@"; then echo "(unexpectedly succeeded)"; exit 1; fi; }
 
-step "1. Build examples/quickstart: 3 agents, 2 loops, grants, a skill, a local tool, a custom policy"
-echo "(--offline skips reaching the MCP servers; make test checks reachability against real ones)"
+step "1. Build the quickstart: 3 agents, 2 loops, grants, a skill, a local tool, a custom policy"
+echo "(--offline skips reaching the MCP servers here; the gateway starts them below)"
 show "$LUSHCTL" build --offline quickstart
 hash=$("$LUSHCTL" build --offline -q quickstart)
 echo "Building again gives the same hash: $("$LUSHCTL" build --offline -q quickstart)"
-show "$LUSHCTL" builds quickstart
 
 step "2. A broken project: every problem in one run, with file:line and a suggestion"
-set +e
-show "$LUSHCTL" build --check --offline errors/acl
-status=$?
-set -e
-echo "(exit status $status: the build failed, as it should)"
+show expect_fail "$LUSHCTL" build --check --offline errors/acl
 
 step "3. The quickstart's own Rego tests, against its compiled bundle, with coverage"
 show "$LUSHCTL" policy test -v quickstart
 
-step "4a. May bob (group:engineering) write a draft through the orchestrator agent?"
+step "4. Explain a decision: may bob (group:engineering) write a draft through the orchestrator?"
 show "$LUSHCTL" policy eval quickstart --build "${hash:0:12}" \
   --principal user:bob --group group:engineering --agent orchestrator \
   --tool mcp://npx/@modelcontextprotocol/server-filesystem --tool-name write_file \
-  --args '{"path":"data/drafts/plan.md","content":"..."}'
+  --args '{"path":"drafts/plan.md","content":"..."}'
 
-step "4b. And the digest-bot service account, which holds a write grant on write_file?"
-show "$LUSHCTL" policy eval quickstart --build "${hash:0:12}" \
-  --principal serviceaccount:digest-bot --agent orchestrator \
-  --tool mcp://npx/@modelcontextprotocol/server-filesystem --tool-name write_file \
-  --args '{"path":"data/drafts/plan.md","content":"..."}'
+# Demo API keys (published in examples/quickstart/gateway.yaml as SHA-256 digests; demo only).
+BOB=demo-bob-key-not-a-secret           # user:bob, group:engineering: reads
+CAROL=demo-carol-key-not-a-secret       # user:carol, group:contractors: may run the researcher, holds no grant
+BOT=demo-digest-bot-key-not-a-secret    # serviceaccount:digest-bot: writes drafts
 
-printf '\n%sDone.%s The bundle is a standard OPA bundle: quickstart/.lush/build/%s.tar.gz\n' "$bold" "$off" "$hash"
+start_gateway() {
+  rm -f ready
+  "$LUSHCTL" gateway --config quickstart/gateway.yaml --listen 127.0.0.1:0 --ready-file ready \
+    --build "$hash" --log-level warn "$@" quickstart > gateway.log 2>&1 &
+  gateway_pid=$!
+  for _ in $(seq 1 300); do
+    [ -s ready ] && break
+    kill -0 "$gateway_pid" 2>/dev/null || { cat gateway.log; exit 1; }
+    sleep 0.1
+  done
+  [ -s ready ] || { echo "the gateway did not start"; cat gateway.log; exit 1; }
+  grep -v '^time=' gateway.log | sed -n '1,4p'
+  if grep -q 'level=WARN.*notes.example.com' gateway.log; then
+    echo "  (the notes server in lush.yaml is not running in this demo: the gateway retries it in the"
+    echo "   background and serves the other servers meanwhile)"
+  fi
+  base="http://$(cat ready)/agents"
+}
+stop_gateway() { kill "$gateway_pid"; wait "$gateway_pid" 2>/dev/null || true; gateway_pid=""; }
+
+step "5. The gateway in front of the real filesystem MCP server (stdio, started by the gateway)"
+start_gateway
+echo
+echo "bob lists the researcher's tools (only the ones he may call):"
+show "$LUSHCTL" mcp tools "$base/researcher/mcp" --api-key "$BOB"
+echo
+echo "5a. An allowed read: bob reads q3.md through the researcher"
+show "$LUSHCTL" mcp call "$base/researcher/mcp" read_text_file --args '{"path":"q3.md"}' --api-key "$BOB"
+echo
+echo "5b. A denied call: carol may run the researcher but holds no grant on the filesystem"
+show expect_fail "$LUSHCTL" mcp call "$base/researcher/mcp" read_text_file --args '{"path":"q3.md"}' --api-key "$CAROL"
+echo
+echo "5c. A stubbed write: live writes are off, so the digest bot's write does not run"
+show "$LUSHCTL" mcp call "$base/orchestrator/mcp" write_file --args '{"path":"drafts/digest.md","content":"Q3: revenue +4%."}' --api-key "$BOT"
+show ls quickstart/data/drafts
+stop_gateway
+
+echo
+echo "5d. The gateway again, with live writes on for the filesystem server"
+start_gateway --live-writes=mcp://npx/@modelcontextprotocol/server-filesystem
+show "$LUSHCTL" mcp call "$base/orchestrator/mcp" write_file --args '{"path":"drafts/digest.md","content":"Q3: revenue +4%."}' --api-key "$BOT"
+show cat quickstart/data/drafts/digest.md
+echo
+echo "5e. The project's own policy (policies/drafts.rego) keeps writes under drafts/:"
+show expect_fail "$LUSHCTL" mcp call "$base/orchestrator/mcp" write_file --args '{"path":"q3.md","content":"overwritten"}' --api-key "$BOT"
+stop_gateway
+
+step "6. The decision log: every call, who made it, what was decided and what happened"
+show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
+
+printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"

@@ -15,8 +15,14 @@ agent_label := sprintf("agent %q", [agent_name]) if {
 agent_known if is_object(data.lush.project.agents[agent_name])
 
 has_agent_execute if {
+	acl := data.lush.project.agents[agent_name].acl.execute
 	some p in principals
-	data.lush.project.agents[agent_name].acl.execute[p] == true
+	acl[p] == true
+}
+
+depth_exceeded if {
+	input.action in {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke"}
+	depth > max_depth
 }
 
 max_depth := m if {
@@ -68,8 +74,7 @@ deny contains d if {
 # custom:
 #   id: lush.depth.exceeded
 deny contains d if {
-	agent_actions[action]
-	depth > max_depth
+	depth_exceeded
 	d := {
 		"rule": rego.metadata.rule().custom.id,
 		"message": sprintf(
@@ -85,8 +90,7 @@ deny contains d if {
 # custom:
 #   id: lush.acl.agent_execute
 allow_rules contains id if {
-	agent_actions[action]
-	agent_known
-	has_agent_execute
+	input.action in {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke"}
+	has_agent_execute # implies agent_known: the agent has an acl
 	id := rego.metadata.rule().custom.id
 }

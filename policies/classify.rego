@@ -19,26 +19,26 @@ class_entry := c if {
 # effective_access: the access the call needs ("read" or "write"). A class
 # whose access is not "read" (including a malformed one) counts as write.
 effective_access := "read" if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 	class_entry.access == "read"
 	not input.tool.access == "write"
 } else := "write" if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 } else := "read"
 
 # effective_risk: the risk class of the call. Unknown tools are "write", or
 # "network"/"destructive" when the caller hints so.
 effective_risk := r if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 	r := class_entry.risk
-	risk_classes[r]
+	r in {"read", "write", "network", "destructive"}
 } else := r if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 	not class_entry
 	r := input.tool.risk
 	r in {"destructive", "network"}
 } else := "write" if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 } else := "read"
 
 # classification is the public view of the above for project policies:

@@ -8,18 +8,30 @@ package lush.authz
 # rules its action requires matched; missing evidence denies through
 # lush.default.deny (fail closed). An allowed call may still need approval
 # (outcome "approval_required") or be stubbed (outcome "stub").
+#
+# Evaluation takes the cheapest branch that applies: an allowed call with the
+# complete evidence and no denial, approval or stub (the common case) builds
+# its decision from a few rules; an allowed call with approvals or stubs adds
+# those; only a call that may be denied evaluates every deny rule. All three
+# branches give exactly the decision the last two alone would give (the
+# tests compare them on random inputs).
 
 decision := {
 	"allow": true,
-	"outcome": allowed_outcome,
-	"stub": stubbed,
-	"approval_required": approval_required,
+	"outcome": "allow",
+	"stub": false,
+	"approval_required": false,
 	"access": effective_access,
 	"risk": effective_risk,
 	"reasons": [],
-	"approvals": approvals,
-	"rules": allowed_rules,
+	"approvals": [],
+	"rules": sort(allow_rules),
 } if {
+	nothing_denies
+	plain
+} else := allowed_decision if {
+	nothing_denies
+} else := allowed_decision if {
 	allow
 } else := {
 	"allow": false,
@@ -31,6 +43,40 @@ decision := {
 	"reasons": sorted_entries(all_denials),
 	"approvals": [],
 	"rules": sort({d.rule | some d in all_denials}),
+}
+
+# The decision of an allowed call.
+allowed_decision := {
+	"allow": true,
+	"outcome": allowed_outcome,
+	"stub": has_stubs,
+	"approval_required": has_approvals,
+	"access": effective_access,
+	"risk": effective_risk,
+	"reasons": [],
+	"approvals": sorted_entries(approval_entries),
+	"rules": sort(allow_rules | restricting_rules),
+}
+
+# nothing_denies: the allow-side evidence the action requires is complete and
+# no deny rule fires. With that evidence no base deny rule can fire except
+# lush.depth.exceeded: every other one needs a piece of the evidence to be
+# missing, a well-formedness problem or another action. So nothing_denies
+# implies allow without evaluating the base deny rules (the tests check it).
+nothing_denies if {
+	allow_evidence
+	not depth_exceeded
+	count(project_denials) == 0
+}
+
+# plain: an allowed call would need no approval and would not be stubbed.
+# (Project stubs count only for tools/call; a call of another action with
+# project stubs takes the second branch, which ignores them.)
+plain if {
+	count(approval) == 0
+	count(project_approvals) == 0
+	count(stub) == 0
+	count(project_stubs) == 0
 }
 
 default allow := false
@@ -61,7 +107,7 @@ required_rules := {
 # action requires matched.
 allow_evidence if {
 	input_ok
-	count(required_rules[action] - allow_rules) == 0
+	count(required_rules[input.action] - allow_rules) == 0
 }
 
 # METADATA
@@ -94,37 +140,33 @@ stub_entries := stub | project_stubs if {
 	input.action == "tools/call"
 } else := set()
 
+has_approvals := count(approval_entries) > 0
+
+has_stubs := count(stub_entries) > 0
+
 default approval_required := false
 
 approval_required if {
 	allow
-	count(approval_entries) > 0
+	has_approvals
 }
 
 default stubbed := false
 
 stubbed if {
 	allow
-	count(stub_entries) > 0
+	has_stubs
 }
 
 allowed_outcome := "approval_required" if {
-	approval_required
+	has_approvals
 } else := "stub" if {
-	stubbed
+	has_stubs
 } else := "allow"
 
-approvals := sorted_entries(approval_entries) if {
-	approval_required
-} else := []
-
-# The rules of an allowed decision: the allow-side rules that matched, plus
-# the rules that stub it or ask for approval.
-allowed_rules := sort(allow_rules | restricting_rules)
-
-restricting_rules := {e.rule | some e in approval_entries} | {e.rule | some e in stub_entries} if {
-	stubbed
-} else := {e.rule | some e in approval_entries}
+# The rules that stub an allowed call or ask for approval; with the allow-side
+# rules that matched, they are the rules of an allowed decision.
+restricting_rules := {e.rule | some e in approval_entries} | {e.rule | some e in stub_entries}
 
 # sorted_entries(s): the {"rule", "message"} objects of s sorted by rule, then message.
 sorted_entries(s) := [{"rule": t[0], "message": t[1]} | some t in sort({[e.rule, e.message] | some e in s})]

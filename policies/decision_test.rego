@@ -195,3 +195,20 @@ test_fallback_deny_for_unknown_action if {
 test_required_rules_cover_every_action if {
 	object.keys(data.lush.authz.required_rules) == data.lush.authz.known_actions
 }
+
+# The fast paths give exactly the decision of the full evaluation (the Go tests
+# compare them on random inputs too).
+test_fast_paths_match_full_evaluation[note] if {
+	some note, inp in {
+		"allow": read_call,
+		"approval and stub": write_call,
+		"stub": unclassified_write,
+		"deny": call(read_call, {"principal": {"id": "user:bob"}}),
+		"loop": valid_inputs["loop/read"],
+	}
+	full := data.lush.authz.decision with input as inp
+		with data.lush.project as project
+		with data.lush.policies as {}
+		with data.lush.authz.nothing_denies as false
+	decide(inp) == full
+}

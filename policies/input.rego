@@ -7,10 +7,16 @@
 # scope: package
 package lush.authz
 
-# Performance note: the decision runs on every call. Each rule reference and
-# function call costs about as much as several expressions in topdown, so the
-# hot path keeps to few rules, constant sets are literals, and lookups into the
-# project are indexed by keys from the input (never iterated).
+# Performance note: the decision runs on every call the engine's cache does
+# not answer. Each rule reference and function call costs about as much as
+# several expressions in topdown, so the hot path (an allowed call; see
+# decision.rego) keeps to few rules, constant sets it tests are literals,
+# lookups into the project are indexed by keys from the input (never
+# iterated), and the deny rules are evaluated only when something may deny.
+#
+# The engine caches decisions keyed on the parts of the input the modules
+# reference, so the library reads the input field by field: never input as a
+# whole (is_object(input) depends only on its type, which the engine knows).
 
 # The actions Lush decides, by family.
 tool_actions := {"tools/call", "tools/list"}
@@ -30,8 +36,6 @@ known_actions := {
 
 known_action_list := "agent/invoke, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
 
-risk_classes := {"read", "write", "network", "destructive"}
-
 # The fields of the input, each defined only when present and well formed.
 
 action := a if {
@@ -45,30 +49,35 @@ principal_id := id if {
 	regex.match(`^(user|group|serviceaccount):[\s\S]`, id)
 }
 
-valid_group(g) if {
-	is_string(g)
-	regex.match(`^group:[\s\S]`, g)
+# valid_groups: the caller's groups when principal.groups is well formed, an
+# array of group:<name> or absent or null (no groups); undefined otherwise.
+valid_groups := gs if {
+	gs := input.principal.groups
+	is_array(gs)
+	every g in gs {
+		is_string(g)
+		regex.match(`^group:[\s\S]`, g)
+	}
+} else := [] if {
+	not has_groups
 }
 
-# groups_ok: principal.groups is absent, null, or an array of group:<name>.
-groups_ok if not has_groups
-
-groups_ok if {
-	is_array(input.principal.groups)
-	not bad_group
-}
-
+# has_<field>: the field is present and not null. (A function would not do:
+# `not f(input.x)` is false, not true, when input.x is absent.)
 has_groups if input.principal.groups != null
 
-bad_group if {
-	some g in input.principal.groups
-	not valid_group(g)
-}
+has_chain if input.chain != null
+
+has_depth if input.depth != null
+
+has_live_writes if input.live_writes != null
+
+# groups_ok: principal.groups is absent, null, or an array of group:<name>.
+groups_ok if valid_groups
 
 # The caller's groups; none when malformed (the input is then invalid anyway).
-groups := input.principal.groups if {
-	has_groups
-	groups_ok
+groups := gs if {
+	gs := valid_groups
 } else := []
 
 agent_name := a if {
@@ -97,20 +106,22 @@ loop_name := l if {
 
 live_writes if input.live_writes == true
 
-chain_length := count(input.chain) if {
+# depth: max(input.depth, count(input.chain)), each counting as 0 when absent
+# or malformed.
+depth := max({count(input.chain), input.depth}) if {
+	is_array(input.chain)
+	is_number(input.depth)
+} else := max({0, input.depth}) if {
+	is_number(input.depth)
+} else := count(input.chain) if {
 	is_array(input.chain)
 } else := 0
 
-depth := max({chain_length, input.depth}) if {
-	is_number(input.depth)
-} else := chain_length
-
-# The principal match set: the caller, its groups and group:everyone.
-principals contains principal_id
-
-principals contains g if some g in groups
-
-principals contains "group:everyone" if principal_id
+# The principal match set: the caller, its groups and group:everyone (only the
+# groups when the caller's id is malformed; the input is then invalid anyway).
+principals := {p | some p in array.concat([principal_id, "group:everyone"], groups)} if {
+	principal_id
+} else := {g | some g in groups}
 
 # The match set for messages: the caller first, then its groups.
 principal_list := concat(", ", array.concat([principal_id], sort(principals - {principal_id})))
@@ -124,27 +135,46 @@ tool_hints_ok if {
 	object.get(input.tool, "risk", null) in {null, "", "read", "write", "network", "destructive"}
 }
 
-chain_ok if object.get(input, "chain", null) == null
-
 chain_ok if {
 	is_array(input.chain)
-	not bad_chain_entry
+	every x in input.chain {
+		is_string(x)
+	}
 }
 
-bad_chain_entry if {
-	some x in input.chain
-	not is_string(x)
-}
-
-depth_ok if object.get(input, "depth", null) == null
+chain_ok if not has_chain
 
 depth_ok if is_number(input.depth)
 
-live_writes_ok if type_name(object.get(input, "live_writes", null)) in {"null", "boolean"}
+depth_ok if not has_depth
+
+live_writes_ok if is_boolean(input.live_writes)
+
+live_writes_ok if not has_live_writes
 
 # input_ok: the action is known and the input is well formed; the fast path
 # for the common case. It must agree with input_problems (the tests check it):
 # input_ok holds exactly when the action is known and there is no problem.
+# The first body is the shape every enforcement point sends (authz.Input:
+# chain, depth, live_writes and groups always present), checked inline; the
+# general bodies accept absent and null optional fields too.
+input_ok if {
+	input.action == "tools/call"
+	principal_id
+	valid_groups
+	agent_name
+	tool_ref
+	is_string(input.tool.name)
+	object.get(input.tool, "access", null) in {null, "", "read", "write"}
+	object.get(input.tool, "risk", null) in {null, "", "read", "write", "network", "destructive"}
+	is_array(input.chain)
+	every x in input.chain {
+		is_string(x)
+	}
+	is_number(input.depth)
+	is_boolean(input.live_writes)
+}
+
 input_ok if {
 	input.action == "tools/call"
 	principal_id
@@ -201,18 +231,18 @@ input_is_object if is_object(input)
 input_problems contains "input must be a JSON object" if not input_is_object
 
 input_problems contains msg if {
-	is_object(input)
+	input_is_object
 	not principal_id
 	msg := "input.principal.id must be a string of the form user:<id>, group:<name> or serviceaccount:<name>"
 }
 
 input_problems contains "input.principal.groups must be an array of strings of the form group:<name>" if {
-	is_object(input)
+	input_is_object
 	not groups_ok
 }
 
 input_problems contains msg if {
-	is_object(input)
+	input_is_object
 	not action
 	msg := sprintf("input.action must be a string, one of: %s", [known_action_list])
 }

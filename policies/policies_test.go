@@ -1255,6 +1255,112 @@ func TestDecisionMatchesOracle(t *testing.T) {
 	}
 }
 
+// enforcementShape fills in, at random, the optional fields an enforcement point always sends
+// (authz.Input has chain, depth, live_writes and principal.groups), so that the inline first
+// body of input_ok is exercised as much as the general ones.
+func enforcementShape(r *rand.Rand, in map[string]any) map[string]any {
+	if r.Intn(2) == 0 {
+		return in
+	}
+	out := with(in)
+	for k, v := range map[string]any{"chain": []any{}, "depth": 0, "live_writes": false} {
+		if _, ok := out[k]; !ok {
+			out[k] = v
+		}
+	}
+	if p, ok := out["principal"].(map[string]any); ok {
+		if _, ok := p["groups"]; !ok {
+			p = with(p, "groups", []any{})
+			out["principal"] = p
+		}
+	}
+	return out
+}
+
+// fastPathProjects are project policies under which the fast paths of the decision are
+// compared with the full evaluation.
+var fastPathProjects = map[string]string{
+	"none":         "",
+	"deny":         "package lush.policies.corp\ndeny contains \"no prod\" if input.environment == \"prod\"\n",
+	"boolean deny": "package lush.policies.corp\ndeny if input.environment == \"prod\"\n",
+	"approval":     "package lush.policies.corp\napproval contains {\"rule\": \"corp.ask\", \"message\": \"ask\"} if input.environment == \"prod\"\n",
+	"stub":         "package lush.policies.corp\nstub contains \"dry run\" if input.environment == \"dev\"\n",
+	"all three": "package lush.policies.corp\n" +
+		"deny contains \"no\" if input.environment == 3\n" +
+		"approval contains \"ask\" if data.lush.authz.classification.access == \"write\"\n" +
+		"stub contains \"s\" if input.environment == \"prod\"\n",
+	"adversarial": adversarialModules["fake allow rules"],
+}
+
+// TestFastPathMatchesFullEvaluation compares the decision with the decision evaluated with the
+// fast paths turned off (nothing_denies mocked to false), on random inputs under several
+// project policies, and checks nothing_denies never holds when a deny rule fires.
+func TestFastPathMatchesFullEvaluation(t *testing.T) {
+	data := mustJSON(t, quickstart)
+	n := 1500
+	if testing.Short() {
+		n = 300
+	}
+	for name, src := range fastPathProjects {
+		t.Run(name, func(t *testing.T) {
+			mods := parseFiles(t, Library())
+			if src != "" {
+				mods = merge(mods, projectModule(t, "corp", src))
+			}
+			pq, err := rego.New(
+				rego.Query(`fast := data.lush.authz.decision
+					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false
+					fast_applies := [x | data.lush.authz.nothing_denies; x := true]
+					denials := data.lush.authz.denials
+					allow := data.lush.authz.allow
+					problems := data.lush.authz.input_problems
+					ok := [x | data.lush.authz.input_ok; x := true]
+					known := [x | data.lush.authz.known_actions[input.action]; x := true]`),
+				rego.Compiler(compileModules(t, mods)),
+				rego.Store(inmem.NewFromObject(data)),
+				rego.StrictBuiltinErrors(true),
+			).PrepareForEval(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewSource(20260106))
+			fast := 0
+			outcomes := map[string]int{}
+			for range n {
+				in := enforcementShape(r, randomInput(r))
+				if r.Intn(3) == 0 {
+					in["environment"] = []any{"prod", "dev", 3}[r.Intn(3)]
+				}
+				v, _ := ast.InterfaceToValue(in)
+				rs, err := pq.Eval(context.Background(), rego.EvalParsedInput(v))
+				if err != nil || len(rs) != 1 {
+					t.Fatalf("input %s: %v %v", jsonOf(in), rs, err)
+				}
+				b := rs[0].Bindings
+				if jsonOf(b["fast"]) != jsonOf(b["full"]) {
+					t.Fatalf("input %s:\nwith fast paths %s\nfull evaluation %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["full"]))
+				}
+				if len(b["fast_applies"].([]any)) == 1 {
+					fast++
+					if len(b["denials"].([]any)) != 0 || b["allow"] != true {
+						t.Fatalf("input %s: nothing_denies, but denials %v and allow %v", jsonOf(in), b["denials"], b["allow"])
+					}
+				}
+				okFast := len(b["ok"].([]any)) == 1
+				okSlow := len(b["problems"].([]any)) == 0 && len(b["known"].([]any)) == 1
+				if okFast != okSlow {
+					t.Fatalf("input %s: input_ok=%v but problems=%v known=%v", jsonOf(in), okFast, b["problems"], b["known"])
+				}
+				outcomes[obj(b["fast"])["outcome"].(string)]++
+			}
+			t.Logf("%d inputs, %d on a fast path; outcomes %v", n, fast, outcomes)
+			if fast < n/10 || outcomes["deny"] < n/10 {
+				t.Errorf("random inputs exercise too little: %d on a fast path, outcomes %v", fast, outcomes)
+			}
+		})
+	}
+}
+
 // FuzzDecision feeds arbitrary JSON inputs to the decision: it must always be
 // defined, well formed and never leak the sentinel argument value.
 func FuzzDecision(f *testing.F) {

@@ -5,11 +5,10 @@ package lush.authz
 #   privilege:  the principal's match set holds a tool_grant covering the call.
 # Every lookup is indexed by keys from the input, never by iterating the project.
 
-access_rank := {"read": 1, "write": 2}
-
 # An allowlist entry or grant at access A covers a call needing access N when
-# access_rank[A] >= access_rank[N] (write covers read). An entry without access
-# is a read; an unknown access covers nothing.
+# A is in {"read": {"read", "write"}, "write": {"write"}}[N] (written out where
+# it is used: a literal costs less than a rule): write covers read. An entry
+# without access is a read; an unknown access covers nothing.
 #
 # Narrowing: an entry or grant with `only` admits a tool call only if `only` is
 # an array naming the tool; it never admits resources or prompts.
@@ -27,21 +26,34 @@ allowlist_entry := e if {
 }
 
 allowlisted if {
-	tool_actions[action]
+	input.action in {"tools/call", "tools/list"}
 	only := object.get(allowlist_entry, "only", [tool_name])
 	is_array(only)
 	tool_name in only
 }
 
 allowlisted if {
-	content_actions[action]
+	input.action in {"resources/list", "resources/read", "prompts/list", "prompts/get"}
 	e := allowlist_entry
 	not "only" in object.keys(e)
 }
 
+# capability_ok: allowlisted, at an access that covers the call. (Written out
+# rather than over allowlisted, which only the deny rules need.)
 capability_ok if {
-	allowlisted
-	access_rank[object.get(allowlist_entry, "access", "read")] >= access_rank[effective_access]
+	input.action in {"tools/call", "tools/list"}
+	e := allowlist_entry
+	only := object.get(e, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+	object.get(e, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
+}
+
+capability_ok if {
+	input.action in {"resources/list", "resources/read", "prompts/list", "prompts/get"}
+	e := allowlist_entry
+	not "only" in object.keys(e)
+	object.get(e, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
 }
 
 # Why the allowlist does not admit the call.
@@ -124,9 +136,29 @@ matching_grants contains g if {
 	not "only" in object.keys(g)
 }
 
+# privilege_ok: some grant of matching_grants covers the access of the call.
+# (Written out rather than over matching_grants, so that it stops at the
+# first covering grant.)
 privilege_ok if {
-	some g in matching_grants
-	access_rank[object.get(g, "access", "read")] >= access_rank[effective_access]
+	input.action in {"tools/call", "tools/list"}
+	grants := data.lush.project.grants[tool_ref]
+	some p in principals
+	some g in grants[p]
+	is_object(g)
+	only := object.get(g, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+	object.get(g, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
+}
+
+privilege_ok if {
+	input.action in {"resources/list", "resources/read", "prompts/list", "prompts/get"}
+	grants := data.lush.project.grants[tool_ref]
+	some p in principals
+	some g in grants[p]
+	is_object(g)
+	not "only" in object.keys(g)
+	object.get(g, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
 }
 
 grant_scope_note := "" if {

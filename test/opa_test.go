@@ -44,9 +44,9 @@ func fileExists(p string) bool { _, err := os.Stat(p); return err == nil }
 
 var decisionInputs = []authz.Input{
 	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
-		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "data/drafts/plan.md"}},
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "drafts/plan.md"}},
 	{Action: "tools/call", Principal: authz.Principal{ID: "serviceaccount:digest-bot", Groups: []string{}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
-		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "data/drafts/plan.md"}},
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "drafts/plan.md"}},
 	{Action: "tools/call", Principal: authz.Principal{ID: "user:alice", Groups: []string{}}, Agent: "orchestrator", LiveWrites: true,
 		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "/etc/passwd"}},
 	{Action: "loop/read", Principal: authz.Principal{ID: "user:zed", Groups: []string{}}, Loop: "weekday-digest"},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net/http"
 	"os/exec"
 	"syscall"
 	"time"
@@ -17,6 +18,21 @@ import (
 
 // ClientInfo names Lush to the servers it connects to.
 var ClientInfo = mcp.Implementation{Name: "lush", Version: "dev"}
+
+// ProtocolVersion is the MCP version Lush asks upstream servers for. The gateway proxies with
+// its semantics (sessions, ping, notifications/cancelled); servers may answer with an older one.
+const ProtocolVersion = "2025-11-25"
+
+// httpTransport is shared by every connection to remote servers: keep-alive connections are
+// pooled per host and reused (the default transport keeps only 2 idle connections per host, so
+// concurrent calls to one server would open and close connections constantly).
+var httpTransport = func() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 1024
+	t.MaxIdleConnsPerHost = 256
+	t.IdleConnTimeout = 90 * time.Second
+	return t
+}()
 
 // DialOptions tune Dial.
 type DialOptions struct {
@@ -43,13 +59,13 @@ func Dial(ctx context.Context, t *manifest.Tool, o DialOptions) (*client.Client,
 		}
 		c, err = client.NewStdioMCPClientWithOptions(cmd.Path, nil, cmd.Args, opts...)
 	case t.Remote != nil && t.Remote.Transport == "sse":
-		opts := []transport.ClientOption{transport.WithHeaders(o.Headers)}
+		opts := []transport.ClientOption{transport.WithHeaders(o.Headers), transport.WithHTTPClient(&http.Client{Transport: httpTransport})}
 		if o.Timeout > 0 {
 			opts = append(opts, transport.WithResponseTimeout(o.Timeout))
 		}
 		c, err = client.NewSSEMCPClient(t.Remote.URL, opts...)
 	case t.Remote != nil:
-		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(o.Headers)}
+		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(o.Headers), transport.WithHTTPBasicClient(&http.Client{Transport: httpTransport})}
 		if o.Timeout > 0 {
 			opts = append(opts, transport.WithHTTPTimeout(o.Timeout))
 		}
@@ -60,12 +76,12 @@ func Dial(ctx context.Context, t *manifest.Tool, o DialOptions) (*client.Client,
 	if err != nil {
 		return nil, nil, fmt.Errorf("connect %s: %w", t.Ref, err)
 	}
-	if err := c.Start(ctx); err != nil {
+	if err := start(ctx, c, t.Remote != nil && t.Remote.Transport == "sse"); err != nil {
 		c.Close()
 		return nil, nil, fmt.Errorf("connect %s: %w", t.Ref, err)
 	}
 	init, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{
-		ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
+		ProtocolVersion: ProtocolVersion,
 		ClientInfo:      ClientInfo,
 	}})
 	if err != nil {
@@ -73,6 +89,25 @@ func Dial(ctx context.Context, t *manifest.Tool, o DialOptions) (*client.Client,
 		return nil, nil, fmt.Errorf("initialize %s: %w", t.Ref, err)
 	}
 	return c, init, nil
+}
+
+// start starts c's transport within ctx. An SSE transport's event stream lives in the context
+// it is started with, so it is started in one that ctx's end does not cancel (Close ends it), and
+// the handshake is abandoned by closing the client if ctx ends first.
+func start(ctx context.Context, c *client.Client, sse bool) error {
+	if !sse {
+		return c.Start(ctx)
+	}
+	done := make(chan error, 1)
+	go func() { done <- c.Start(context.WithoutCancel(ctx)) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		c.Close()
+		<-done
+		return ctx.Err()
+	}
 }
 
 // commandFunc builds the exec.Cmd for a stdio server: its own process group (so closing it

@@ -165,13 +165,20 @@ func pickBin(name string, raw json.RawMessage) string {
 	return bins[keys[0]]
 }
 
-func (r *Resolver) env(s *manifest.Stdio) []string {
+// MinimalEnv is the part of Lush's own environment that processes it starts (stdio servers, local
+// tools) receive: enough to find programs, a home and a temp directory; never credentials.
+func MinimalEnv() []string {
 	var env []string
 	for _, k := range passEnv {
 		if v, ok := os.LookupEnv(k); ok {
 			env = append(env, k+"="+v)
 		}
 	}
+	return env
+}
+
+func (r *Resolver) env(s *manifest.Stdio) []string {
+	env := MinimalEnv()
 	for _, e := range s.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}

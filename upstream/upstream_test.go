@@ -2,6 +2,8 @@ package upstream_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -116,4 +118,45 @@ func TestStdioEnvironmentIsMinimal(t *testing.T) {
 	if err != nil || len(tools) != len(mcpserver.ToolNames) {
 		t.Errorf("tools = %v, %v", tools, err)
 	}
+}
+
+// TestDialSSEOutlivesItsContext: an SSE server's event stream belongs to the connection, not to
+// the context Dial was given (which a caller typically cancels once the handshake is done).
+func TestDialSSEOutlivesItsContext(t *testing.T) {
+	url := mcpserver.StartSSE(t.Cleanup)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	c, _, err := upstream.Dial(ctx, &manifest.Tool{Ref: "mcp://legacy.internal/sse", Remote: &manifest.Remote{URL: url, Transport: "sse"}}, upstream.DialOptions{})
+	cancel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	time.Sleep(100 * time.Millisecond)
+	res, err := c.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "echo", Arguments: map[string]any{"text": "still here"}}})
+	if err != nil || res.IsError {
+		t.Fatalf("call after the dial context ended: %v %+v", err, res)
+	}
+
+	// A handshake that cannot finish ends with its context.
+	dead, cancelDead := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancelDead()
+	blackhole := httptestBlackhole(t)
+	if _, _, err := upstream.Dial(dead, &manifest.Tool{Ref: "mcp://hang.internal/sse", Remote: &manifest.Remote{URL: blackhole, Transport: "sse"}}, upstream.DialOptions{}); err == nil {
+		t.Fatal("dial of a server that never sends its endpoint succeeded")
+	}
+}
+
+// httptestBlackhole serves an event stream that never sends anything.
+func httptestBlackhole(t *testing.T) string {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	t.Cleanup(func() {
+		srv.CloseClientConnections()
+		srv.Close()
+	})
+	return srv.URL + "/sse"
 }

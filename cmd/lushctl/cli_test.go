@@ -145,7 +145,7 @@ func TestExitCodes(t *testing.T) {
 func TestPolicyEvalInputFile(t *testing.T) {
 	dir := quickstartCopy(t)
 	in := `{"action":"tools/call","principal":{"id":"serviceaccount:digest-bot","groups":[]},"agent":"orchestrator",
-	  "tool":{"ref":"mcp://npx/@modelcontextprotocol/server-filesystem","name":"write_file"},"arguments":{"path":"data/drafts/x.md"}}`
+	  "tool":{"ref":"mcp://npx/@modelcontextprotocol/server-filesystem","name":"write_file"},"arguments":{"path":"drafts/x.md"}}`
 	r := lushctl(t, in, "policy", "eval", dir, "--input", "-", "-o", "json")
 	var out struct {
 		Decision struct {
@@ -170,7 +170,7 @@ func TestPolicyEvalInputFile(t *testing.T) {
 
 func TestPolicyTestFailures(t *testing.T) {
 	dir := quickstartCopy(t)
-	if r := lushctl(t, "", "policy", "test", dir); r.code != 0 || !strings.Contains(r.stdout, "PASS: 9/9") {
+	if r := lushctl(t, "", "policy", "test", dir); r.code != 0 || !strings.Contains(r.stdout, "PASS: 12/12") {
 		t.Fatalf("quickstart tests: %+v", r)
 	}
 	// A failing test fails the command and names the test and the failing expression.

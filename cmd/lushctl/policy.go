@@ -218,7 +218,7 @@ Exit status is 0 whatever the decision, unless --fail-on-deny is given (then 1 w
 		Example: `  # May bob (an engineer) write through the orchestrator agent?
   lushctl policy eval examples/quickstart --principal user:bob --group group:engineering \
     --agent orchestrator --tool mcp://npx/@modelcontextprotocol/server-filesystem \
-    --tool-name write_file --args '{"path":"data/drafts/x.md"}'
+    --tool-name write_file --args '{"path":"drafts/x.md"}'
 
   # May olga, in group:ops, trigger a loop by hand?
   lushctl policy eval --action loop/trigger --loop weekday-digest --principal user:olga --group group:ops

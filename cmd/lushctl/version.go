@@ -15,12 +15,16 @@ func newVersionCmd() *cobra.Command {
 		Short: "Print the lushctl version and the digest of its base policy library",
 		Args:  args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			version := "(devel)"
-			if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
-				version = info.Main.Version
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lushctl %s\npolicy library %s\n", version, policies.Digest())
+			fmt.Fprintf(cmd.OutOrStdout(), "lushctl %s\npolicy library %s\n", buildVersion(), policies.Digest())
 			return nil
 		},
 	}
+}
+
+// buildVersion is lushctl's module version, or "(devel)".
+func buildVersion() string {
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" {
+		return info.Main.Version
+	}
+	return "(devel)"
 }

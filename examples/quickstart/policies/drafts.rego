@@ -1,6 +1,8 @@
 # METADATA
 # title: Drafts only
-# description: The filesystem server may write only under data/drafts/.
+# description: |
+#   The filesystem server (rooted at the project's data/ directory) may write only under drafts/.
+#   Paths are relative to that root, as the server resolves them; absolute paths are refused.
 package lush.policies.drafts
 
 write_tools := {"write_file", "edit_file", "create_directory", "move_file"}
@@ -8,7 +10,7 @@ write_tools := {"write_file", "edit_file", "create_directory", "move_file"}
 filesystem := "mcp://npx/@modelcontextprotocol/server-filesystem"
 
 # METADATA
-# title: Writes stay in data/drafts
+# title: Writes stay in drafts/
 # custom:
 #   id: quickstart.drafts.outside
 deny contains {"rule": rego.metadata.rule().custom.id, "message": msg} if {
@@ -17,7 +19,7 @@ deny contains {"rule": rego.metadata.rule().custom.id, "message": msg} if {
 	input.tool.name in write_tools
 	some path in paths
 	not in_drafts(path)
-	msg := sprintf("%s may only write under data/drafts/", [input.tool.name])
+	msg := sprintf("%s may only write under drafts/, a path relative to the data directory", [input.tool.name])
 }
 
 # The paths a call touches (move_file has two). A write that names no path at all is denied
@@ -37,6 +39,6 @@ paths contains "<none>" if {
 in_drafts(path) if {
 	is_string(path)
 	not contains(path, "..")
-	some prefix in ["data/drafts/", "./data/drafts/"]
+	some prefix in ["drafts/", "./drafts/"]
 	startswith(path, prefix)
 }

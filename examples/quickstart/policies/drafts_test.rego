@@ -9,20 +9,20 @@ call(name, args) := {
 }
 
 test_write_in_drafts_allowed if {
-	count(drafts.deny) == 0 with input as call("write_file", {"path": "data/drafts/a.md", "content": "x"})
+	count(drafts.deny) == 0 with input as call("write_file", {"path": "drafts/a.md", "content": "x"})
 }
 
 test_write_outside_drafts_denied if {
-	some d in drafts.deny with input as call("write_file", {"path": "data/secrets.txt"})
+	some d in drafts.deny with input as call("write_file", {"path": "secrets.txt"})
 	d.rule == "quickstart.drafts.outside"
 }
 
 test_dot_dot_escape_denied if {
-	count(drafts.deny) == 1 with input as call("write_file", {"path": "data/drafts/../secrets.txt"})
+	count(drafts.deny) == 1 with input as call("write_file", {"path": "drafts/../secrets.txt"})
 }
 
 test_move_checks_both_paths if {
-	count(drafts.deny) == 1 with input as call("move_file", {"source": "data/drafts/a.md", "destination": "data/b.md"})
+	count(drafts.deny) == 1 with input as call("move_file", {"source": "drafts/a.md", "destination": "b.md"})
 }
 
 test_write_without_path_denied if {
@@ -45,7 +45,7 @@ test_decision_denies_alice_outside_drafts if {
 		"principal": {"id": "user:alice", "groups": ["group:engineering"]},
 		"agent": "orchestrator",
 		"tool": {"ref": "mcp://npx/@modelcontextprotocol/server-filesystem", "name": "write_file"},
-		"arguments": {"path": "data/notes.md"},
+		"arguments": {"path": "notes.md"},
 	}
 	d := data.lush.authz.decision with input as inp
 	not d.allow
@@ -58,7 +58,7 @@ test_decision_stubs_alice_in_drafts if {
 		"principal": {"id": "user:alice", "groups": ["group:engineering"]},
 		"agent": "orchestrator",
 		"tool": {"ref": "mcp://npx/@modelcontextprotocol/server-filesystem", "name": "write_file"},
-		"arguments": {"path": "data/drafts/notes.md"},
+		"arguments": {"path": "drafts/notes.md"},
 	}
 	d := data.lush.authz.decision with input as inp
 	d.allow

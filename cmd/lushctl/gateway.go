@@ -1,0 +1,349 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/telemetry"
+)
+
+type gatewayFlags struct {
+	config, listen, build, decisionLog, environment, devPrincipal, logLevel, ready string
+	liveWrites, devGroups, nodePrefix                                              []string
+	dev, watch                                                                     bool
+	upstreamWait                                                                   time.Duration
+}
+
+func newGatewayCmd() *cobra.Command {
+	var f gatewayFlags
+	cmd := &cobra.Command{
+		Use:   "gateway [dir]",
+		Short: "Serve the MCP gateway in front of a project's MCP servers",
+		Long: `Gateway serves one MCP endpoint per agent of a build:
+
+  /agents/<name>/mcp       streamable HTTP (MCP 2025-03-26 … 2025-11-25)
+  /agents/<name>/sse       HTTP+SSE for older clients (messages to /agents/<name>/message)
+  /health, /metrics        health (JSON) and Prometheus metrics
+
+Each endpoint offers the tools of the agent's allowlist that the caller may use. Every call is
+decided by the project's compiled policy and written to the decision log before it runs; writes
+are stubbed unless live writes are on for them (--live-writes). The gateway starts, supervises and
+restarts the project's stdio MCP servers, and connects to its remote ones.
+
+Without --build the project in dir is built first (offline) and deployed. The gateway then
+follows the project's deployed build: lushctl deploy <hash> swaps it in, atomically; a build that
+does not load is refused while the current one keeps serving. With --watch the gateway also
+rebuilds the project when its files change and deploys the result (a project that does not build
+is reported, and the current build keeps serving).
+
+Callers authenticate as the config's auth: section says (JWT, API keys, trusted proxy,
+delegation tokens). --dev accepts requests without credentials as --dev-principal (default
+user:<your login>), for local work only.`,
+		Example: `  # Local development: build, deploy and serve the quickstart; writes are stubbed
+  lushctl gateway --dev examples/quickstart
+
+  # ... and pick up every edit of a spec or a policy
+  lushctl gateway --dev --watch examples/quickstart
+
+  # Writes to one tool run for real; every other write is stubbed
+  lushctl gateway --dev --live-writes=mcp://npx/@modelcontextprotocol/server-filesystem examples/quickstart
+
+  # Production-like: a config file with auth, a kept build, a shared decision log
+  lushctl gateway --config gateway.yaml --build 3fa9c1e2 .`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error { return runGateway(cmd, projectDir(a), &f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.config, "config", "", "gateway config file (YAML; see docs/gateway.md)")
+	fl.StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
+	fl.StringVar(&f.build, "build", "", "deploy this kept build (hash or prefix) instead of building the project")
+	fl.StringArrayVar(&f.liveWrites, "live-writes", nil, "run writes for real: --live-writes for every tool, --live-writes=<tool ref> per tool (repeatable)")
+	fl.Lookup("live-writes").NoOptDefVal = "all"
+	fl.StringVar(&f.decisionLog, "decision-log", "", "decision log (SQLite file; default <dir>/.lush/decisions.db)")
+	fl.StringVar(&f.environment, "environment", "", "environment name passed to the policy (default dev)")
+	fl.BoolVar(&f.dev, "dev", false, "accept requests without credentials as --dev-principal (local development only)")
+	fl.StringVar(&f.devPrincipal, "dev-principal", "", "principal of credential-less requests in --dev mode (default user:<login>)")
+	fl.StringArrayVar(&f.devGroups, "dev-group", nil, "a group of the dev principal (repeatable)")
+	fl.StringArrayVar(&f.nodePrefix, "node-prefix", nil, "npm prefix with installed MCP servers (repeatable; default $LUSH_NODE_PREFIX)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.BoolVar(&f.watch, "watch", false, "rebuild and redeploy the project whenever one of its files changes (local development)")
+	fl.StringVar(&f.ready, "ready-file", "", "write the listening address to this file once serving (for scripts and tests)")
+	fl.DurationVar(&f.upstreamWait, "upstream-wait", 30*time.Second, "at start, wait up to this long for each MCP server's first connection attempt before announcing (0: do not wait)")
+	return cmd
+}
+
+func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
+	ctx := cmd.Context()
+	stderr := cmd.ErrOrStderr()
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg := gateway.Config{}
+	if f.config != "" {
+		if cfg, err = gateway.LoadConfig(f.config); err != nil {
+			return usage("%v", err)
+		}
+	}
+	if err := f.apply(&cfg, dir); err != nil {
+		return err
+	}
+	if cfg.Auth.JWT == nil && cfg.Auth.APIKeys == nil && cfg.Auth.Proxy == nil && cfg.Auth.Dev == nil && cfg.Auth.Delegation == nil {
+		return usage("no authentication is configured: pass --dev for local development, or configure auth: in --config (docs/gateway.md)")
+	}
+
+	if f.watch && f.build != "" {
+		return usage("--watch rebuilds the project: it cannot be combined with --build")
+	}
+	store := buildstore.ForProject(dir)
+	if err := deployInitial(cmd, dir, store, f); err != nil {
+		return err
+	}
+
+	dlog, err := decisionlog.Open(ctx, cfg.DecisionLog)
+	if err != nil {
+		return fmt.Errorf("open decision log: %w", err)
+	}
+	defer dlog.Close()
+	auth, err := identity.New(ctx, cfg.Auth)
+	if err != nil {
+		return usage("%v", err)
+	}
+	defer auth.Close()
+	tracing, err := telemetry.NewTracing(ctx, "lush-gateway", buildVersion())
+	if err != nil {
+		return err
+	}
+	defer tracing.Shutdown(context.WithoutCancel(ctx))
+	metrics := telemetry.NewMetrics()
+	abs, _ := filepath.Abs(dir)
+	gw, err := gateway.New(cfg, gateway.Options{ProjectDir: abs, Log: dlog, Auth: auth, Metrics: metrics,
+		Tracer: tracing.Provider, Logger: logger, Version: buildVersion()})
+	if err != nil {
+		return usage("%v", err)
+	}
+	defer gw.Close()
+
+	ctx, stop := context.WithCancel(ctx)
+	// The goroutines below end with ctx; wait for them before the gateway closes.
+	var background sync.WaitGroup
+	defer background.Wait()
+	defer stop()
+	followErr := make(chan error, 1)
+	first := make(chan struct{})
+	background.Go(func() {
+		followErr <- gw.Follow(ctx, store, gateway.DefaultFollowInterval)
+	})
+	if f.watch {
+		background.Go(func() { watchProject(ctx, dir, store, stderr, logger) })
+	}
+	background.Go(func() { // wait for the first deploy before announcing
+		for gw.Revision() == "" && ctx.Err() == nil {
+			time.Sleep(10 * time.Millisecond)
+		}
+		close(first)
+	})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+
+	select {
+	case err := <-followErr:
+		srv.Close()
+		return err
+	case <-first:
+	}
+	waitUpstreams(ctx, gw, f.upstreamWait, logger)
+	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg)
+	if f.ready != "" {
+		if err := os.WriteFile(f.ready, []byte(ln.Addr().String()), 0o644); err != nil {
+			return err
+		}
+	}
+
+	select {
+	case <-ctx.Done():
+	case err := <-served:
+		return fmt.Errorf("serve: %w", err)
+	case err := <-followErr:
+		if err != nil {
+			return err
+		}
+	}
+	logger.Info("shutting down")
+	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+	defer cancel()
+	return srv.Shutdown(shutdown)
+}
+
+// waitUpstreams gives the build's MCP servers time to start (npx may take seconds), so that the
+// first clients see their tools; servers that failed to start are reported and keep being retried.
+func waitUpstreams(ctx context.Context, gw *gateway.Gateway, wait time.Duration, logger *slog.Logger) {
+	if wait <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	gw.WaitSettled(ctx)
+	for ref, st := range gw.Upstreams() {
+		if !st.Up {
+			logger.Warn("MCP server is not up yet; its tools are offered once it is", "server", ref, "reason", st.LastError)
+		}
+	}
+}
+
+// apply merges the flags into the config.
+func (f *gatewayFlags) apply(cfg *gateway.Config, dir string) error {
+	if f.listen != "" {
+		cfg.Listen = f.listen
+	}
+	if f.environment != "" {
+		cfg.Environment = f.environment
+	}
+	for _, lw := range f.liveWrites {
+		if lw == "all" {
+			cfg.LiveWrites.All = true
+		} else {
+			cfg.LiveWrites.Tools = append(cfg.LiveWrites.Tools, lw)
+		}
+	}
+	if f.decisionLog != "" {
+		cfg.DecisionLog = f.decisionLog
+	} else if cfg.DecisionLog == "" {
+		if env := os.Getenv("LUSH_DECISION_LOG"); env != "" {
+			cfg.DecisionLog = env
+		} else {
+			cfg.DecisionLog = filepath.Join(dir, ".lush", "decisions.db")
+		}
+	}
+	prefixes := f.nodePrefix
+	if len(prefixes) == 0 && os.Getenv("LUSH_NODE_PREFIX") != "" {
+		prefixes = filepath.SplitList(os.Getenv("LUSH_NODE_PREFIX"))
+	}
+	cfg.Upstreams.NodePrefixes = append(cfg.Upstreams.NodePrefixes, prefixes...)
+	if f.dev || f.devPrincipal != "" {
+		p := f.devPrincipal
+		if p == "" {
+			login := os.Getenv("USER")
+			if login == "" {
+				login = "dev"
+			}
+			p = "user:" + login
+		}
+		cfg.Auth.Dev = &identity.DevConfig{Principal: p, Groups: f.devGroups}
+	}
+	return nil
+}
+
+// deployInitial makes sure a build is deployed: the one named by --build, or the project built now.
+func deployInitial(cmd *cobra.Command, dir string, store *buildstore.Store, f *gatewayFlags) error {
+	if f.build != "" {
+		hash, err := store.Resolve(f.build)
+		if err != nil {
+			return usage("--build: %v", err)
+		}
+		return store.Deploy(hash)
+	}
+	res, err := compiler.Build(cmd.Context(), dir, compiler.Offline(true))
+	if err != nil {
+		return err
+	}
+	if !res.OK() {
+		if err := diag.WriteText(cmd.ErrOrStderr(), res.Diagnostics); err != nil {
+			return err
+		}
+		return failed("the project does not build (%s)", diag.Summary(res.Errors, res.Warnings))
+	}
+	if err := store.Save(res.Hash, res.ManifestJSON, res.Bundle); err != nil {
+		return err
+	}
+	return store.Deploy(res.Hash)
+}
+
+func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg gateway.Config) {
+	m, _, err := store.Manifest(hash)
+	if err != nil {
+		return
+	}
+	fmt.Fprintf(w, "lush gateway: build %s of %s on http://%s\n", manifest.Short(hash), m.Project, addr)
+	for _, a := range m.Agents {
+		fmt.Fprintf(w, "  agent %-16s http://%s/agents/%s/mcp\n", a.Name, addr, a.Name)
+	}
+	switch {
+	case cfg.LiveWrites.All:
+		fmt.Fprintln(w, "  live writes: ALL tools (writes run for real)")
+	case len(cfg.LiveWrites.Tools) > 0:
+		fmt.Fprintf(w, "  live writes: %s (every other write is stubbed)\n", strings.Join(cfg.LiveWrites.Tools, ", "))
+	default:
+		fmt.Fprintln(w, "  live writes: off (writes are stubbed)")
+	}
+	if cfg.Auth.Dev != nil {
+		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
+	}
+	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, usage("--log-level: %q is not debug, info, warn or error", level)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+func newDeployCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "deploy <hash> [dir]",
+		Short: "Make a kept build the one running gateways serve (and roll back)",
+		Long: `Deploy names a kept build (lushctl builds lists them) as the project's deployed build.
+Gateways serving the project pick it up within a second and swap it in atomically; calls in flight
+finish under the previous build. Deploying an older hash rolls back.`,
+		Example: `  lushctl deploy 3fa9c1e2
+  lushctl deploy $(lushctl build -q) examples/quickstart`,
+		Args: args(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			dir := "."
+			if len(a) > 1 {
+				dir = a[1]
+			}
+			store := buildstore.ForProject(dir)
+			hash, err := store.Resolve(a[0])
+			if err != nil {
+				return usage("%v", err)
+			}
+			if err := store.Deploy(hash); err != nil {
+				var notFound *os.PathError
+				if errors.As(err, &notFound) {
+					return failed("%v", err)
+				}
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s\n", hash)
+			return nil
+		},
+	}
+}

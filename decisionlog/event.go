@@ -1,0 +1,169 @@
+package decisionlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// DefaultPath is the OPA path of Lush's decision, used when an event's Path is empty.
+const DefaultPath = "lush/authz/decision"
+
+// Outcomes an event can record (authz.Decision's outcome, plus "error").
+const (
+	OutcomeAllow    = "allow"
+	OutcomeDeny     = "deny"
+	OutcomeStub     = "stub"
+	OutcomeApproval = "approval_required"
+	OutcomeError    = "error"
+)
+
+// Outcomes lists every valid Event.Outcome.
+var Outcomes = []string{OutcomeAllow, OutcomeDeny, OutcomeStub, OutcomeApproval, OutcomeError}
+
+// Completion statuses.
+const (
+	StatusOK          = "ok"
+	StatusError       = "error"
+	StatusTimeout     = "timeout"
+	StatusCancelled   = "cancelled"
+	StatusStubbed     = "stubbed"
+	StatusUnavailable = "unavailable" // the upstream was down or its connection failed
+)
+
+// Statuses lists every valid Completion.Status.
+var Statuses = []string{StatusOK, StatusError, StatusTimeout, StatusCancelled, StatusStubbed, StatusUnavailable}
+
+// Event is one policy decision, close to OPA's decision-log event
+// (openpolicyagent.org/docs/management-decision-logs) plus Lush's own fields, which are also
+// stored as columns for queries. Its JSON form is what the log stores and what
+// `lushctl audit query -o json` prints.
+type Event struct {
+	// OPA decision-log fields.
+	DecisionID string            `json:"decision_id"` // set by the caller, unique in the log (a UUID)
+	Path       string            `json:"path"`        // DefaultPath when empty
+	Input      json.RawMessage   `json:"input"`       // the policy input document, masked (ApplyMask)
+	Result     json.RawMessage   `json:"result"`      // the decision object
+	Timestamp  time.Time         `json:"timestamp"`   // the log's clock when zero; stored in UTC
+	Labels     map[string]string `json:"labels"`      // id (instance), version, environment
+	Bundles    map[string]Bundle `json:"bundles"`     // {"lush": {"revision": "<hash>"}}
+	Metrics    map[string]int64  `json:"metrics"`     // e.g. "timer_lush_decision_ns"
+	Erased     []string          `json:"erased,omitempty"`
+	Masked     []string          `json:"masked,omitempty"`
+
+	// Lush fields.
+	Revision    string   `json:"revision"`
+	Point       string   `json:"enforcement_point"` // "mcp-gateway", "ext_authz", "agentd"
+	Principal   string   `json:"principal"`
+	Groups      []string `json:"groups"`
+	Agent       string   `json:"agent,omitempty"`
+	Chain       []string `json:"chain,omitempty"`
+	Action      string   `json:"action"`
+	Tool        string   `json:"tool,omitempty"` // tool reference
+	ToolName    string   `json:"tool_name,omitempty"`
+	Access      string   `json:"access,omitempty"`
+	Risk        string   `json:"risk,omitempty"`
+	Outcome     string   `json:"outcome"` // one of Outcomes
+	Rules       []string `json:"rules"`
+	LatencyNS   int64    `json:"latency_ns"` // the decision's latency
+	Environment string   `json:"environment,omitempty"`
+	TraceID     string   `json:"trace_id,omitempty"`
+	SpanID      string   `json:"span_id,omitempty"`
+	Error       string   `json:"error,omitempty"`
+}
+
+// Bundle identifies the bundle that decided.
+type Bundle struct {
+	Revision string `json:"revision"`
+}
+
+// Completion is what happened after an allowed decision, appended later under the same
+// decision_id (at most one per decision).
+type Completion struct {
+	DecisionID string          `json:"decision_id"`
+	Timestamp  time.Time       `json:"timestamp"` // the log's clock when zero; stored in UTC with ns precision
+	Status     string          `json:"status"`    // one of Statuses
+	LatencyNS  int64           `json:"upstream_latency_ns"`
+	Response   json.RawMessage `json:"response,omitempty"` // writes carry the upstream response
+	Error      string          `json:"error,omitempty"`
+}
+
+// maxIDLen bounds decision ids (a UUID is 36 bytes).
+const maxIDLen = 256
+
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("decision_id is empty")
+	case len(id) > maxIDLen:
+		return fmt.Errorf("decision_id is longer than %d bytes", maxIDLen)
+	}
+	return nil
+}
+
+// checkTime rejects times whose Unix nanoseconds do not fit an int64 (before 1678 or after 2262).
+func checkTime(field string, t time.Time) error {
+	if !time.Unix(0, t.UnixNano()).Equal(t) {
+		return fmt.Errorf("%s %s is out of range (1678..2262)", field, t.Format(time.RFC3339))
+	}
+	return nil
+}
+
+// checkJSON reports a field that is not valid JSON without quoting any of it: the input may
+// hold secrets.
+func checkJSON(field string, raw json.RawMessage) error {
+	if len(raw) > 0 && !json.Valid(raw) {
+		return fmt.Errorf("%s is not valid JSON", field)
+	}
+	return nil
+}
+
+func oneOf(field, v string, valid []string) error {
+	for _, ok := range valid {
+		if v == ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s must be one of %v, not %q", field, valid, v)
+}
+
+func (e *Event) validate() error {
+	if err := checkID(e.DecisionID); err != nil {
+		return err
+	}
+	if err := oneOf("outcome", e.Outcome, Outcomes); err != nil {
+		return err
+	}
+	if err := checkTime("timestamp", e.Timestamp); err != nil {
+		return err
+	}
+	if err := checkJSON("input", e.Input); err != nil {
+		return err
+	}
+	return checkJSON("result", e.Result)
+}
+
+func (c *Completion) validate() error {
+	if err := checkID(c.DecisionID); err != nil {
+		return err
+	}
+	if err := oneOf("status", c.Status, Statuses); err != nil {
+		return err
+	}
+	if err := checkTime("timestamp", c.Timestamp); err != nil {
+		return err
+	}
+	return checkJSON("response", c.Response)
+}
+
+// encodeJSON encodes v compactly without HTML escaping, so the stored text greps as written.
+func encodeJSON(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+}

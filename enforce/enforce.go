@@ -1,0 +1,205 @@
+// Package enforce is the step every enforcement point shares: decide a call with the one policy
+// decision function, record the decision in the decision log before anything runs, and record
+// afterwards what happened. The MCP gateway, the ext_authz server and agentd all go through it, so
+// a call decided at any of them produces the same decision and the same log event.
+//
+// If the decision cannot be recorded, the verdict denies: no decision is dropped silently.
+package enforce
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/telemetry"
+)
+
+// Rule ids the enforcer adds to decisions it overrides.
+const (
+	RuleLogUnavailable = "lush.log.unavailable"
+	RuleNoPolicy       = "lush.policy.unavailable"
+)
+
+// Config configures an Enforcer.
+type Config struct {
+	Point       string // the enforcement point: "mcp-gateway", "ext_authz", "agentd"
+	Environment string // passed to the policy as input.environment
+	Instance    string // labels.id of log events: which replica decided
+	Version     string // labels.version
+	Log         *decisionlog.Log
+	Metrics     *telemetry.Metrics // optional
+	Logger      *slog.Logger       // optional: completions that could not be logged
+}
+
+// Enforcer decides and records. It is safe for concurrent use; SetEngine swaps the policy
+// atomically (calls in flight keep the engine they started with).
+type Enforcer struct {
+	cfg    Config
+	engine atomic.Pointer[authz.Engine]
+}
+
+// New returns an enforcer without a policy: until SetEngine, every call is denied.
+func New(cfg Config) *Enforcer { return &Enforcer{cfg: cfg} }
+
+// SetEngine makes eng the policy for calls that start from now on.
+func (e *Enforcer) SetEngine(eng *authz.Engine) { e.engine.Store(eng) }
+
+// Engine returns the current policy engine (nil before the first SetEngine).
+func (e *Enforcer) Engine() *authz.Engine { return e.engine.Load() }
+
+// Environment is the environment name passed to the policy.
+func (e *Enforcer) Environment() string { return e.cfg.Environment }
+
+// Verdict is a recorded decision.
+type Verdict struct {
+	authz.Decision
+	ID       string        // the decision id, also in the log and in answers to the client
+	Latency  time.Duration // time to decide
+	Recorded bool          // the decision is in the log
+	enforcer *Enforcer
+	event    *decisionlog.Event
+}
+
+// Decide evaluates in, records the decision, and returns the verdict. It always returns a
+// verdict; when the decision cannot be recorded the verdict denies.
+func (e *Enforcer) Decide(ctx context.Context, in authz.Input) *Verdict {
+	in.Environment = e.cfg.Environment
+	eng := e.engine.Load()
+	start := time.Now()
+	var d authz.Decision
+	if eng == nil {
+		d = deny(RuleNoPolicy, "no policy is loaded yet; the call is denied")
+		d.Outcome = authz.OutcomeError
+	} else {
+		d = eng.Decide(ctx, in)
+	}
+	v := &Verdict{Decision: d, ID: newID(), Latency: time.Since(start), enforcer: e}
+	v.event = e.event(ctx, in, v)
+	// Mask the input as the policy says. Without a policy, or when the mask cannot be evaluated,
+	// what to hide is unknown: the whole input is left out.
+	eraseAll := []authz.MaskOp{{Op: "remove", Path: "/input"}}
+	ops := eraseAll
+	if eng != nil {
+		var err error
+		if ops, err = eng.Mask(ctx, in); err != nil {
+			ops = eraseAll
+		}
+	}
+	if len(ops) > 0 {
+		decisionlog.ApplyMask(v.event, ops) // on a bad operation it erases the whole input itself
+	}
+	if err := e.cfg.Log.Record(ctx, v.event); err != nil {
+		if e.cfg.Metrics != nil {
+			e.cfg.Metrics.LogWriteFailures.Inc()
+		}
+		v.Decision = deny(RuleLogUnavailable, "the decision log cannot be written, so the call is denied")
+		v.Decision.Outcome = authz.OutcomeError
+		v.Decision.Error = "record decision: " + err.Error()
+		v.Decision.Revision = d.Revision
+	} else {
+		v.Recorded = true
+	}
+	if m := e.cfg.Metrics; m != nil {
+		tool, access := "", v.Access
+		if in.Tool != nil {
+			tool = in.Tool.Ref
+		}
+		m.Decisions.WithLabelValues(e.cfg.Point, in.Action, in.Agent, tool, access, v.Outcome).Inc()
+		m.DecisionLatency.WithLabelValues(e.cfg.Point).Observe(v.Latency.Seconds())
+		if v.Outcome == authz.OutcomeStub {
+			m.Stubs.WithLabelValues(in.Agent, tool).Inc()
+		}
+	}
+	return v
+}
+
+// newID returns a decision id: a time-ordered UUID (v7), which keeps the log's index appends local.
+func newID() string {
+	if id, err := uuid.NewV7(); err == nil {
+		return id.String()
+	}
+	return uuid.NewString()
+}
+
+func deny(rule, msg string) authz.Decision {
+	return authz.Decision{Outcome: authz.OutcomeDeny, Access: "write", Risk: "write",
+		Reasons: []authz.Reason{{Rule: rule, Message: msg}}, Approvals: []authz.Reason{}, Rules: []string{rule}}
+}
+
+// event builds the decision-log event of a verdict.
+func (e *Enforcer) event(ctx context.Context, in authz.Input, v *Verdict) *decisionlog.Event {
+	input, _ := json.Marshal(in)
+	result, _ := json.Marshal(v.Decision)
+	ev := &decisionlog.Event{
+		DecisionID:  v.ID,
+		Path:        "lush/authz/decision",
+		Input:       input,
+		Result:      result,
+		Timestamp:   time.Now().UTC(),
+		Labels:      map[string]string{"id": e.cfg.Instance, "version": e.cfg.Version, "environment": e.cfg.Environment},
+		Bundles:     map[string]decisionlog.Bundle{"lush": {Revision: v.Revision}},
+		Metrics:     map[string]int64{"timer_lush_decision_ns": v.Latency.Nanoseconds()},
+		Revision:    v.Revision,
+		Point:       e.cfg.Point,
+		Principal:   in.Principal.ID,
+		Groups:      in.Principal.Groups,
+		Agent:       in.Agent,
+		Chain:       in.Chain,
+		Action:      in.Action,
+		Access:      v.Access,
+		Risk:        v.Risk,
+		Outcome:     v.Outcome,
+		Rules:       v.Rules,
+		LatencyNS:   v.Latency.Nanoseconds(),
+		Environment: in.Environment,
+		Error:       v.Error,
+	}
+	if in.Tool != nil {
+		ev.Tool, ev.ToolName = in.Tool.Ref, in.Tool.Name
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		ev.TraceID, ev.SpanID = sc.TraceID().String(), sc.SpanID().String()
+	}
+	return ev
+}
+
+// Complete records what happened after an allowed decision: the upstream's status (one of
+// decisionlog.Statuses) and latency and, for writes, its response. The call has already run, so
+// the client does not wait for the log: the completion is queued, and a completion that cannot be
+// committed is counted in lush_decision_log_write_failures_total and reported to Config.Logger.
+// The error is that of queueing it.
+func (v *Verdict) Complete(status string, latency time.Duration, response json.RawMessage, errText string) error {
+	e := v.enforcer
+	c := &decisionlog.Completion{DecisionID: v.ID, Timestamp: time.Now().UTC(), Status: status, LatencyNS: latency.Nanoseconds(), Error: errText}
+	if v.Access == "write" {
+		c.Response = response
+	}
+	if m := e.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed {
+		m.UpstreamLatency.WithLabelValues(v.event.Tool, status).Observe(latency.Seconds())
+	}
+	err := e.cfg.Log.CompleteAsync(c, func(err error) {
+		if err != nil {
+			e.completionFailed(v.ID, err)
+		}
+	})
+	if err != nil {
+		e.completionFailed(v.ID, err)
+	}
+	return err
+}
+
+func (e *Enforcer) completionFailed(id string, err error) {
+	if e.cfg.Metrics != nil {
+		e.cfg.Metrics.LogWriteFailures.Inc()
+	}
+	if e.cfg.Logger != nil {
+		e.cfg.Logger.Error("decision log: completion not recorded", "decision_id", id, "error", err)
+	}
+}

@@ -1,0 +1,244 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/localtool"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/upstream"
+)
+
+// maxStubArgs bounds the arguments echoed in a stub's message.
+const maxStubArgs = 2048
+
+// listTools offers the agent's tools that this caller may use: each tool is decided like a call
+// (action tools/list), so what a client sees is exactly what it could call.
+func (c *call) listTools(ctx context.Context) (any, error) {
+	cat := c.g.catalog(c.s, c.agent)
+	tools := make([]json.RawMessage, 0, len(cat.tools))
+	for _, e := range cat.tools {
+		v := c.g.enforcer.Decide(ctx, c.input(authz.ActionToolsList, &authz.Tool{Ref: e.Ref, Name: e.Upstream}))
+		if v.Allow {
+			tools = append(tools, e.Raw)
+		}
+	}
+	return map[string]any{"tools": tools}, nil
+}
+
+// callTool decides a tools/call, records it, and then denies it, stubs it, or forwards it.
+func (c *call) callTool(ctx context.Context) (any, error) {
+	p := params(c.req)
+	name := stringParam(p, "name")
+	if name == "" {
+		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `tools/call needs params {"name": "<tool>", "arguments": {...}}`)
+	}
+	cat := c.g.catalog(c.s, c.agent)
+	e, ok := cat.byTool[name]
+	if !ok {
+		return toolError(fmt.Sprintf("Unknown tool %q: agent %q has no such tool. Call tools/list for the tools you can use.", name, c.agent), nil), nil
+	}
+	var args any
+	if raw, ok := p["arguments"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &args); err != nil {
+			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments are not valid JSON")
+		}
+		if _, isObj := args.(map[string]any); !isObj {
+			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments must be an object")
+		}
+	}
+	ctx, span := c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("lush.agent", c.agent), attribute.String("lush.tool", e.Ref),
+			attribute.String("lush.tool.name", e.Upstream), attribute.String("lush.principal", c.caller.ID)))
+	defer span.End()
+
+	in := c.input(authz.ActionToolsCall, &authz.Tool{Ref: e.Ref, Name: e.Upstream})
+	in.Arguments = args
+	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
+	v := c.g.enforcer.Decide(ctx, in)
+	span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
+		attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
+		attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
+
+	switch v.Outcome {
+	case authz.OutcomeAllow:
+	case authz.OutcomeStub:
+		v.Complete(decisionlog.StatusStubbed, 0, nil, "")
+		span.SetAttributes(attribute.String("lush.status", "stubbed"))
+		return stub(e, args, v), nil
+	case authz.OutcomeApproval:
+		span.SetAttributes(attribute.String("lush.status", "approval_required"))
+		msg := fmt.Sprintf("This call needs a person's approval (%s), and this gateway cannot take approvals yet, so it is refused (decision %s).",
+			joinReasons(v.Approvals), v.ID)
+		return toolError(msg, v), nil
+	default: // deny, error
+		span.SetAttributes(attribute.String("lush.status", "denied"))
+		return toolError(denial(v.Reasons, v.ID), v), nil
+	}
+
+	start := time.Now()
+	var result json.RawMessage
+	var err error
+	if e.Local != nil {
+		result, err = localtool.Run(ctx, c.g.opts.ProjectDir, e.Local, localtool.Request{Tool: e.Ref, Arguments: p["arguments"],
+			Call: localtool.Call{ID: v.ID, Agent: c.agent, Principal: c.caller.ID}})
+	} else {
+		result, err = c.forwardCall(ctx, e, p, v.ID)
+	}
+	latency := time.Since(start)
+	span.SetAttributes(attribute.Int64("lush.upstream.latency_us", latency.Microseconds()))
+	status, rpcErr := outcome(err)
+	if status == decisionlog.StatusOK && isErrorResult(result) {
+		status = decisionlog.StatusError
+	}
+	errText := ""
+	if err != nil {
+		errText = err.Error()
+	}
+	// Recorded even when the client went away: the log must say how every allowed call ended.
+	v.Complete(status, latency, result, errText)
+	span.SetAttributes(attribute.String("lush.status", status))
+	switch {
+	case rpcErr != nil:
+		span.SetStatus(codes.Error, rpcErr.Message)
+		return nil, rpcErr
+	case err != nil:
+		span.SetStatus(codes.Error, status)
+		return toolError(upstreamProblem(e.Ref, err, v.ID), v), nil
+	}
+	return result, nil
+}
+
+// forwardCall sends the call to its upstream under the upstream's tool name, relaying progress
+// (and log messages that belong to it) to the client.
+func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.RawMessage, decisionID string) (json.RawMessage, error) {
+	srv, ok := c.g.pool.Get(e.Ref)
+	if !ok {
+		return nil, &upstream.ErrUnavailable{Ref: e.Ref, Reason: "not started"}
+	}
+	out := map[string]json.RawMessage{}
+	for k, v := range p {
+		out[k] = v
+	}
+	out["name"], _ = json.Marshal(e.Upstream)
+	var token string
+	var notify upstream.Notify
+	downstream := progressToken(p)
+	if downstream != nil {
+		token = "lush-" + decisionID
+		out["_meta"] = withProgressToken(p["_meta"], token)
+	}
+	notify = func(method string, params json.RawMessage) {
+		switch method {
+		case "notifications/progress":
+			if downstream == nil {
+				return
+			}
+			var pp map[string]json.RawMessage
+			if json.Unmarshal(params, &pp) != nil {
+				return
+			}
+			pp["progressToken"] = downstream
+			c.req.Notify(method, pp)
+		case "notifications/message":
+			c.req.Notify(method, json.RawMessage(params))
+		}
+	}
+	body, _ := json.Marshal(out)
+	return srv.Request(ctx, "tools/call", body, token, notify)
+}
+
+func progressToken(p map[string]json.RawMessage) json.RawMessage {
+	var meta map[string]json.RawMessage
+	if json.Unmarshal(p["_meta"], &meta) != nil {
+		return nil
+	}
+	t, ok := meta["progressToken"]
+	if !ok || string(t) == "null" {
+		return nil
+	}
+	return t
+}
+
+func withProgressToken(meta json.RawMessage, token string) json.RawMessage {
+	m := map[string]json.RawMessage{}
+	json.Unmarshal(meta, &m)
+	m["progressToken"], _ = json.Marshal(token)
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// outcome classifies an upstream failure; a JSON-RPC error from the server goes back to the
+// client as the same JSON-RPC error.
+func outcome(err error) (string, *mcphttp.Error) {
+	var rpc *upstream.RPCError
+	var unavailable *upstream.ErrUnavailable
+	switch {
+	case err == nil:
+		return decisionlog.StatusOK, nil
+	case errors.As(err, &rpc):
+		return decisionlog.StatusError, &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	case errors.As(err, &unavailable):
+		return decisionlog.StatusUnavailable, nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return decisionlog.StatusTimeout, nil
+	case errors.Is(err, context.Canceled):
+		return decisionlog.StatusCancelled, nil
+	}
+	return decisionlog.StatusError, nil
+}
+
+func upstreamProblem(ref string, err error, decisionID string) string {
+	var unavailable *upstream.ErrUnavailable
+	switch {
+	case errors.As(err, &unavailable):
+		return fmt.Sprintf("The tool is temporarily unavailable: %v. Try again shortly (decision %s).", err, decisionID)
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Sprintf("The tool did not answer in time: %v (decision %s).", err, decisionID)
+	case errors.Is(err, context.Canceled):
+		return fmt.Sprintf("The call was cancelled (decision %s).", decisionID)
+	}
+	return fmt.Sprintf("The call to %s failed: %v (decision %s).", ref, err, decisionID)
+}
+
+func isErrorResult(raw json.RawMessage) bool {
+	var r struct {
+		IsError bool `json:"isError"`
+	}
+	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// toolError is a tool result the model can read and act on. The decision, when there is one, is
+// in _meta for programs.
+func toolError(msg string, v *enforce.Verdict) map[string]any {
+	res := map[string]any{"isError": true, "content": []map[string]string{{"type": "text", "text": msg}}}
+	if v != nil {
+		res["_meta"] = map[string]any{"dev.lush/decision": decisionMeta(v)}
+	}
+	return res
+}
+
+func decisionMeta(v *enforce.Verdict) map[string]any {
+	return map[string]any{"id": v.ID, "outcome": v.Outcome, "reasons": v.Reasons, "approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
+}
+
+func joinReasons(rs []authz.Reason) string {
+	s := ""
+	for i, r := range rs {
+		if i > 0 {
+			s += "; "
+		}
+		s += r.Message
+	}
+	return s
+}

@@ -1,0 +1,133 @@
+package gateway
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/toolref"
+)
+
+// Config is the gateway's configuration. It maps one-to-one onto its YAML file
+// (docs/gateway.md); flags of `lushctl gateway` override it.
+type Config struct {
+	Listen         string          `yaml:"listen"`           // default 127.0.0.1:8080
+	Environment    string          `yaml:"environment"`      // input.environment; default "dev"
+	LiveWrites     LiveWrites      `yaml:"live_writes"`      // "all", or a list of tool references
+	DecisionLog    string          `yaml:"decision_log"`     // SQLite file; default <project>/.lush/decisions.db
+	SessionKeyFile string          `yaml:"session_key_file"` // shared by replicas; default: a key per process
+	AllowedHosts   []string        `yaml:"allowed_hosts"`    // host names clients may use besides loopback ones
+	MaxBodyBytes   int64           `yaml:"max_body_bytes"`   // default 4 MiB
+	Auth           identity.Config `yaml:"auth"`
+	Upstreams      UpstreamConfig  `yaml:"upstreams"`
+	Bundles        BundleConfig    `yaml:"bundles"`
+}
+
+// UpstreamConfig tunes the connections to MCP servers.
+type UpstreamConfig struct {
+	CallTimeout    time.Duration `yaml:"call_timeout"`    // default 60s (a server's timeout in lush.yaml wins)
+	HealthInterval time.Duration `yaml:"health_interval"` // default 10s
+	BackoffInitial time.Duration `yaml:"backoff_initial"` // default 200ms
+	BackoffMax     time.Duration `yaml:"backoff_max"`     // default 30s
+	NodePrefixes   []string      `yaml:"node_prefixes"`   // npm prefixes holding installed MCP servers
+}
+
+// BundleConfig says which bundles the gateway accepts.
+type BundleConfig struct {
+	// VerificationKey, when set, is a PEM public key (or an HMAC secret file for HS*) that must
+	// have signed every bundle: unsigned or badly signed bundles are refused.
+	VerificationKey string `yaml:"verification_key"`
+	KeyID           string `yaml:"key_id"`    // default "default"
+	Algorithm       string `yaml:"algorithm"` // default RS256
+}
+
+// LiveWrites says which write tools really run. The zero value: none (every write is stubbed).
+type LiveWrites struct {
+	All   bool
+	Tools []string
+}
+
+// Live reports whether writes to a tool run for real.
+func (l LiveWrites) Live(ref string) bool { return l.All || slices.Contains(l.Tools, ref) }
+
+// UnmarshalYAML accepts "all", a list of tool references, or nothing.
+func (l *LiveWrites) UnmarshalYAML(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		switch n.Value {
+		case "all":
+			l.All = true
+		case "", "none", "false":
+		default:
+			return fmt.Errorf("line %d: live_writes must be \"all\", \"none\" or a list of tool references", n.Line)
+		}
+		return nil
+	case yaml.SequenceNode:
+		return n.Decode(&l.Tools)
+	}
+	return fmt.Errorf("line %d: live_writes must be \"all\", \"none\" or a list of tool references", n.Line)
+}
+
+// Defaults.
+const (
+	DefaultListen      = "127.0.0.1:8080"
+	DefaultEnvironment = "dev"
+)
+
+// LoadConfig reads a YAML config file. Unknown fields are errors that name their line.
+func LoadConfig(path string) (Config, error) {
+	var c Config
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return c, fmt.Errorf("read gateway config: %w", err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return c, fmt.Errorf("gateway config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	return c, nil
+}
+
+// withDefaults fills unset fields.
+func (c Config) withDefaults() Config {
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Environment == "" {
+		c.Environment = DefaultEnvironment
+	}
+	if c.Bundles.KeyID == "" {
+		c.Bundles.KeyID = "default"
+	}
+	if c.Bundles.Algorithm == "" {
+		c.Bundles.Algorithm = "RS256"
+	}
+	return c
+}
+
+// Validate checks the config and names the field at fault. The auth: section is checked by
+// identity.New, which builds the authenticator from it.
+func (c Config) Validate() error {
+	var problems []string
+	for i, ref := range c.LiveWrites.Tools {
+		if _, err := toolref.Parse(ref); err != nil {
+			problems = append(problems, fmt.Sprintf("live_writes[%d]: %v", i, err))
+		}
+	}
+	if c.MaxBodyBytes < 0 {
+		problems = append(problems, "max_body_bytes: must be positive")
+	}
+	if len(problems) > 0 {
+		return errors.New("gateway config: " + strings.Join(problems, "; "))
+	}
+	return nil
+}

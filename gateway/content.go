@@ -1,0 +1,244 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"sync"
+
+	"github.com/yosida95/uritemplate/v3"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/upstream"
+)
+
+// CodeResourceNotFound is MCP's error for an unknown resource.
+const CodeResourceNotFound = -32002
+
+// Resources and prompts pass through under the same policy as tools, as reads: a server's content
+// is offered when the agent allowlists the server without narrowing it to named tools and the
+// caller holds a grant on it (docs/policy.md).
+
+// allowedContent returns the agent's content servers this caller may read, deciding each.
+func (c *call) allowedContent(ctx context.Context, action string) []*upstream.Server {
+	var out []*upstream.Server
+	for _, ref := range c.g.catalog(c.s, c.agent).content {
+		v := c.g.enforcer.Decide(ctx, c.input(action, &authz.Tool{Ref: ref}))
+		if !v.Allow {
+			continue
+		}
+		if srv, ok := c.g.pool.Get(ref); ok {
+			out = append(out, srv)
+		}
+	}
+	return out
+}
+
+// listContent merges a list method over every server the caller may read.
+func (c *call) listContent(ctx context.Context, action, method, field string) (any, error) {
+	items := []json.RawMessage{}
+	for _, srv := range c.allowedContent(ctx, action) {
+		st := srv.Lists().Capabilities
+		if st.Resources == nil {
+			continue
+		}
+		list, err := srv.ListAll(ctx, method, field)
+		if err != nil {
+			continue // a server that is down offers nothing; the others still answer
+		}
+		items = append(items, list...)
+	}
+	return map[string]any{field: items}, nil
+}
+
+// owner finds the server a resource URI belongs to among those the caller may read: the one that
+// lists it, else one whose template matches it, else the only server with resources.
+func (c *call) owner(ctx context.Context, uri string) (*upstream.Server, bool) {
+	servers := c.allowedContent(ctx, authz.ActionResourcesRead)
+	var withResources []*upstream.Server
+	for _, srv := range servers {
+		l := srv.Lists()
+		if l.Capabilities.Resources == nil {
+			continue
+		}
+		withResources = append(withResources, srv)
+		for _, r := range l.Resources {
+			if objectName(r, "uri") == uri {
+				return srv, true
+			}
+		}
+	}
+	for _, srv := range withResources {
+		for _, t := range srv.Lists().Templates {
+			tmpl, err := uritemplate.New(objectName(t, "uriTemplate"))
+			if err == nil && tmpl.Match(uri) != nil {
+				return srv, true
+			}
+		}
+	}
+	if len(withResources) == 1 {
+		return withResources[0], true
+	}
+	return nil, false
+}
+
+func (c *call) forwardResource(ctx context.Context, method string) (any, error) {
+	uri := stringParam(params(c.req), "uri")
+	if uri == "" {
+		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `%s needs params {"uri": "<uri>"}`, method)
+	}
+	srv, ok := c.owner(ctx, uri)
+	if !ok {
+		return nil, &mcphttp.Error{Code: CodeResourceNotFound, Message: "resource not found (or not readable by you through agent " + c.agent + ")", Data: map[string]string{"uri": uri}}
+	}
+	return forward(ctx, srv, method, c.req.Params)
+}
+
+func (c *call) subscribe(ctx context.Context, on bool) (any, error) {
+	method := "resources/unsubscribe"
+	if on {
+		method = "resources/subscribe"
+	}
+	res, err := c.forwardResource(ctx, method)
+	if err != nil || c.req.Session == nil {
+		return res, err
+	}
+	uri := stringParam(params(c.req), "uri")
+	if on {
+		c.g.subs.add(c.req.Session.ID, uri)
+	} else {
+		c.g.subs.remove(c.req.Session.ID, uri)
+	}
+	return res, nil
+}
+
+func (c *call) listPrompts(ctx context.Context) (any, error) {
+	cat := c.g.catalog(c.s, c.agent)
+	allowed := map[string]bool{}
+	for _, srv := range c.allowedContent(ctx, authz.ActionPromptsList) {
+		allowed[srv.Ref()] = true
+	}
+	prompts := []json.RawMessage{}
+	for _, e := range cat.prompts {
+		if allowed[e.Ref] {
+			prompts = append(prompts, e.Raw)
+		}
+	}
+	return map[string]any{"prompts": prompts}, nil
+}
+
+func (c *call) getPrompt(ctx context.Context) (any, error) {
+	p := params(c.req)
+	e, ok := c.g.catalog(c.s, c.agent).byName[stringParam(p, "name")]
+	if !ok {
+		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", stringParam(p, "name"))
+	}
+	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}))
+	if !v.Allow {
+		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", denial(v.Reasons, v.ID))
+	}
+	srv, ok := c.g.pool.Get(e.Ref)
+	if !ok {
+		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not running")
+	}
+	p["name"], _ = json.Marshal(e.Upstream)
+	body, _ := json.Marshal(p)
+	return forward(ctx, srv, "prompts/get", body)
+}
+
+// complete routes completion/complete to the server of the prompt or resource it is about.
+func (c *call) complete(ctx context.Context) (any, error) {
+	p := params(c.req)
+	var ref struct {
+		Type string `json:"type"`
+		Name string `json:"name"`
+		URI  string `json:"uri"`
+	}
+	json.Unmarshal(p["ref"], &ref)
+	empty := map[string]any{"completion": map[string]any{"values": []string{}}}
+	switch ref.Type {
+	case "ref/prompt":
+		e, ok := c.g.catalog(c.s, c.agent).byName[ref.Name]
+		if !ok {
+			return empty, nil
+		}
+		if v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref})); !v.Allow {
+			return empty, nil
+		}
+		srv, ok := c.g.pool.Get(e.Ref)
+		if !ok || srv.Lists().Capabilities.Completions == nil {
+			return empty, nil
+		}
+		var r map[string]any
+		json.Unmarshal(p["ref"], &r)
+		r["name"] = e.Upstream
+		p["ref"], _ = json.Marshal(r)
+		body, _ := json.Marshal(p)
+		return forward(ctx, srv, "completion/complete", body)
+	case "ref/resource":
+		srv, ok := c.owner(ctx, ref.URI)
+		if !ok || srv.Lists().Capabilities.Completions == nil {
+			return empty, nil
+		}
+		return forward(ctx, srv, "completion/complete", c.req.Params)
+	}
+	return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `completion/complete needs a ref of type "ref/prompt" or "ref/resource"`)
+}
+
+// forward sends a request to a server and passes its result, or its JSON-RPC error, back.
+func forward(ctx context.Context, srv *upstream.Server, method string, body json.RawMessage) (any, error) {
+	res, err := srv.Request(ctx, method, body, "", nil)
+	if err != nil {
+		if rpc, ok := err.(*upstream.RPCError); ok {
+			return nil, &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+		}
+		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "%v", err)
+	}
+	return res, nil
+}
+
+// subscriptions remembers which sessions on this replica subscribed to which resources.
+type subscriptions struct {
+	mu   sync.Mutex
+	byID map[string][]string // session -> URIs
+}
+
+func (s *subscriptions) init() { s.byID = map[string][]string{} }
+
+func (s *subscriptions) add(session, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !slices.Contains(s.byID[session], uri) {
+		s.byID[session] = append(s.byID[session], uri)
+	}
+}
+
+func (s *subscriptions) remove(session, uri string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.byID[session] = slices.DeleteFunc(s.byID[session], func(u string) bool { return u == uri })
+	if len(s.byID[session]) == 0 {
+		delete(s.byID, session)
+	}
+}
+
+func (s *subscriptions) sessions(uri string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []string
+	for id, uris := range s.byID {
+		if slices.Contains(uris, uri) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// resourceUpdated relays an upstream's notifications/resources/updated to the sessions on this
+// replica that subscribed to the resource.
+func (g *Gateway) resourceUpdated(_, uri string) {
+	for _, id := range g.subs.sessions(uri) {
+		g.transport.Notify(id, "notifications/resources/updated", map[string]any{"uri": uri})
+	}
+}

@@ -1,0 +1,397 @@
+// Package gateway is Lush's MCP gateway: a policy enforcement point in front of every MCP server.
+// Each agent of the deployed build has an endpoint (/agents/<name>/mcp, streamable HTTP; and
+// /agents/<name>/sse for older clients) that offers exactly the tools of its allowlist the caller
+// may use. Every call is decided by the one policy decision function and recorded in the decision
+// log before it runs; writes are stubbed unless live writes are on for them; upstream servers are
+// started, supervised and restarted by the gateway.
+//
+// A new build is swapped in atomically (Deploy): calls in flight finish under the policy they
+// started with, and a build that does not load is refused while the last good one keeps serving.
+package gateway
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/upstream"
+)
+
+// Point is the gateway's name as an enforcement point in decision-log events.
+const Point = "mcp-gateway"
+
+// Options are what a Gateway is built from besides its Config.
+type Options struct {
+	ProjectDir string // where stdio servers and local tools run
+	Log        *decisionlog.Log
+	Auth       *identity.Authenticator
+	Metrics    *telemetry.Metrics   // optional
+	Tracer     trace.TracerProvider // optional
+	Logger     *slog.Logger         // optional
+	Instance   string               // this replica's name in log events (default: host name)
+	Version    string
+}
+
+// Gateway serves the MCP endpoints of the deployed build. Create it with New, give it a build
+// with Deploy, serve Handler, and Close it.
+type Gateway struct {
+	cfg       Config
+	opts      Options
+	log       *slog.Logger
+	metrics   *telemetry.Metrics
+	tracer    trace.Tracer
+	enforcer  *enforce.Enforcer
+	pool      *upstream.Pool
+	transport *mcphttp.Server
+	verify    *bundle.VerificationConfig
+
+	state    atomic.Pointer[snapshot]
+	catMu    sync.Mutex
+	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
+	subs     subscriptions
+	levels   sync.Map // session id -> log level (replica-local, best effort)
+}
+
+// snapshot is one deployed build.
+type snapshot struct {
+	hash     string
+	manifest *manifest.Manifest
+	engine   *authz.Engine
+}
+
+// New creates a gateway with no build deployed yet (every call is denied until Deploy).
+func New(cfg Config, opts Options) (*Gateway, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil || opts.Auth == nil {
+		return nil, errors.New("gateway: a decision log and an authenticator are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	key, err := sessionKey(cfg.SessionKeyFile)
+	if err != nil {
+		return nil, err
+	}
+	sessions, err := mcphttp.NewSessions(key, 0)
+	if err != nil {
+		return nil, err
+	}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), catalogs: map[string]*catalog{}}
+	g.subs.init()
+	g.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
+		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	if cfg.Bundles.VerificationKey != "" {
+		key, err := os.ReadFile(cfg.Bundles.VerificationKey)
+		if err != nil {
+			return nil, fmt.Errorf("bundles.verification_key: %w", err)
+		}
+		g.verify = bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{cfg.Bundles.KeyID: {Key: string(key), Algorithm: cfg.Bundles.Algorithm}}, cfg.Bundles.KeyID, "", nil)
+	}
+	check := mcphttp.LoopbackOrigins
+	if len(cfg.AllowedHosts) > 0 {
+		check = mcphttp.AllowHosts(cfg.AllowedHosts...)
+	}
+	g.transport = mcphttp.NewServer(mcphttp.Config{
+		Handler:      (*handler)(g),
+		Sessions:     sessions,
+		Endpoint:     func(r *http.Request) string { return r.PathValue("agent") },
+		Principal:    func(r *http.Request) string { return callerFrom(r.Context()).ID },
+		CheckOrigin:  check,
+		MaxBodyBytes: cfg.MaxBodyBytes,
+		MessagesPath: func(agent string) string { return "/agents/" + agent + "/message" },
+		Logger:       opts.Logger,
+	})
+	g.pool = upstream.NewPool(upstream.Options{
+		Dial:              upstream.DialOptions{Resolver: &upstream.Resolver{ProjectDir: opts.ProjectDir, NodePrefixes: cfg.Upstreams.NodePrefixes}},
+		CallTimeout:       cfg.Upstreams.CallTimeout,
+		HealthInterval:    cfg.Upstreams.HealthInterval,
+		BackoffInitial:    cfg.Upstreams.BackoffInitial,
+		BackoffMax:        cfg.Upstreams.BackoffMax,
+		Logger:            opts.Logger,
+		OnChange:          g.upstreamChanged,
+		OnResourceUpdated: g.resourceUpdated,
+		OnRestart: func(ref string) {
+			if g.metrics != nil {
+				g.metrics.UpstreamRestarts.WithLabelValues(ref).Inc()
+			}
+		},
+	})
+	return g, nil
+}
+
+// sessionKey reads the key session ids are signed with; replicas must share it. Without a file,
+// the key is random: sessions then only work with this process.
+func sessionKey(file string) ([]byte, error) {
+	if file == "" {
+		key := make([]byte, 32)
+		_, err := rand.Read(key)
+		return key, err
+	}
+	info, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("session_key_file: %w", err)
+	}
+	if info.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("session_key_file %s is readable by others (mode %o): chmod 600 it", file, info.Mode().Perm())
+	}
+	key, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("session_key_file: %w", err)
+	}
+	key = []byte(strings.TrimSpace(string(key)))
+	if len(key) < mcphttp.MinKeyBytes {
+		return nil, fmt.Errorf("session_key_file %s holds %d bytes; use at least %d random bytes (e.g. openssl rand -base64 48)", file, len(key), mcphttp.MinKeyBytes)
+	}
+	return key, nil
+}
+
+// Deploy makes a build current: its bundle is loaded (and its signature verified when the
+// gateway requires one) before anything changes, so a bad build is refused and the current one
+// keeps serving. Upstream servers the new build names are started; those it no longer names are
+// stopped.
+func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string, bundleData []byte) error {
+	opts := []authz.Option{}
+	if g.verify != nil {
+		opts = append(opts, authz.VerifyWith(g.verify.PublicKeys, g.verify.KeyID))
+	}
+	eng, err := authz.FromBytes(ctx, bundleData, opts...)
+	if err == nil && eng.Revision() != hash {
+		err = fmt.Errorf("the bundle's revision %s does not match build %s", manifest.Short(eng.Revision()), manifest.Short(hash))
+	}
+	if err != nil {
+		if g.metrics != nil {
+			g.metrics.Reloads.WithLabelValues("rejected").Inc()
+		}
+		return fmt.Errorf("deploy build %s: %w", manifest.Short(hash), err)
+	}
+	g.pool.Sync(m.Tools)
+	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
+	g.enforcer.SetEngine(eng)
+	g.invalidate()
+	if g.metrics != nil {
+		g.metrics.Reloads.WithLabelValues("ok").Inc()
+		g.metrics.SetRevision(hash)
+	}
+	cache := "on"
+	if _, _, on, why := eng.CacheStats(); !on {
+		cache = "off: " + why
+	}
+	g.log.Info("deployed build", "revision", manifest.Short(hash), "project", m.Project, "agents", len(m.Agents),
+		"decision_cache", cache)
+	return nil
+}
+
+// Revision returns the deployed build's hash ("" before the first deploy).
+func (g *Gateway) Revision() string {
+	if s := g.state.Load(); s != nil {
+		return s.hash
+	}
+	return ""
+}
+
+// WaitUpstreams waits until every MCP server of the deployed build is up, or ctx ends.
+func (g *Gateway) WaitUpstreams(ctx context.Context) error {
+	return g.eachUpstream(func(s *upstream.Server) error { return s.WaitUp(ctx) })
+}
+
+// WaitSettled waits until every MCP server of the deployed build has finished its first
+// connection attempt (up, or failed and retrying), or ctx ends: from then on, tools/list shows
+// what the gateway can offer.
+func (g *Gateway) WaitSettled(ctx context.Context) error {
+	return g.eachUpstream(func(s *upstream.Server) error { return s.WaitSettled(ctx) })
+}
+
+func (g *Gateway) eachUpstream(f func(*upstream.Server) error) error {
+	s := g.state.Load()
+	if s == nil {
+		return errors.New("no build deployed")
+	}
+	for _, t := range s.manifest.Tools {
+		if srv, ok := g.pool.Get(t.Ref); ok {
+			if err := f(srv); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Upstreams reports each MCP server's state.
+func (g *Gateway) Upstreams() map[string]upstream.State { return g.pool.States() }
+
+// Close stops the upstream servers and the transport's streams.
+func (g *Gateway) Close() {
+	g.transport.Close()
+	g.pool.Close()
+}
+
+// Handler serves the gateway's HTTP API: the agents' MCP endpoints, /health and /metrics.
+func (g *Gateway) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/agents/{agent}/mcp", g.agentEndpoint(g.transport))
+	mux.Handle("/agents/{agent}/sse", g.agentEndpoint(http.HandlerFunc(g.transport.LegacySSE)))
+	mux.Handle("/agents/{agent}/message", g.agentEndpoint(http.HandlerFunc(g.transport.LegacyMessages)))
+	mux.HandleFunc("GET /health", g.health)
+	if g.metrics != nil {
+		mux.Handle("GET /metrics", g.metrics.Handler())
+	}
+	return mux
+}
+
+// agentEndpoint authenticates the caller, checks the agent exists in the deployed build, and
+// carries the incoming W3C trace context.
+func (g *Gateway) agentEndpoint(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		caller, err := g.opts.Auth.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
+			writeError(w, http.StatusUnauthorized, err.Error())
+			return
+		}
+		agent := r.PathValue("agent")
+		if err := caller.CheckAgent(agent); err != nil {
+			writeError(w, http.StatusForbidden, err.Error())
+			return
+		}
+		s := g.state.Load()
+		if s == nil {
+			writeError(w, http.StatusServiceUnavailable, "no build is deployed yet")
+			return
+		}
+		if _, ok := s.manifest.Agent(agent); !ok {
+			var names []string
+			for _, a := range s.manifest.Agents {
+				names = append(names, a.Name)
+			}
+			writeError(w, http.StatusNotFound, fmt.Sprintf("no agent %q in build %s; agents: %s", agent, manifest.Short(s.hash), strings.Join(names, ", ")))
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(withCaller(ctx, caller)))
+	})
+}
+
+func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
+	s := g.state.Load()
+	status := struct {
+		Status    string                 `json:"status"`
+		Revision  string                 `json:"revision,omitempty"`
+		Upstreams map[string]upstreamDoc `json:"upstreams"`
+	}{Status: "ok", Upstreams: map[string]upstreamDoc{}}
+	code := http.StatusOK
+	if s == nil {
+		status.Status, code = "no build deployed", http.StatusServiceUnavailable
+	} else {
+		status.Revision = s.hash
+	}
+	for ref, st := range g.pool.States() {
+		status.Upstreams[ref] = upstreamDoc{Up: st.Up, Restarts: st.Restarts, Error: st.LastError}
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	json.NewEncoder(w).Encode(status)
+}
+
+type upstreamDoc struct {
+	Up       bool   `json:"up"`
+	Restarts int    `json:"restarts"`
+	Error    string `json:"error,omitempty"`
+}
+
+// writeError answers with a JSON-RPC error body, which MCP clients show.
+func writeError(w http.ResponseWriter, status int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": mcphttp.CodeInvalidRequest, "message": msg}})
+}
+
+// catalog returns an agent's catalog in the current build.
+func (g *Gateway) catalog(s *snapshot, agent string) *catalog {
+	g.catMu.Lock()
+	defer g.catMu.Unlock()
+	key := s.hash + "\x00" + agent
+	if c, ok := g.catalogs[key]; ok {
+		return c
+	}
+	a, _ := s.manifest.Agent(agent)
+	c := buildCatalog(a, s.manifest, g.pool)
+	g.catalogs[key] = c
+	return c
+}
+
+// invalidate drops cached catalogs (a build was deployed, or an upstream's lists changed).
+func (g *Gateway) invalidate() {
+	g.catMu.Lock()
+	g.catalogs = map[string]*catalog{}
+	g.catMu.Unlock()
+}
+
+// upstreamChanged runs when a server comes up, goes down or changes its lists: catalogs are
+// rebuilt and clients listening on this replica are told their lists changed.
+func (g *Gateway) upstreamChanged(ref string) {
+	g.invalidate()
+	if g.metrics != nil {
+		if srv, ok := g.pool.Get(ref); ok {
+			up := 0.0
+			if srv.State().Up {
+				up = 1
+			}
+			g.metrics.UpstreamUp.WithLabelValues(ref).Set(up)
+		}
+	}
+	s := g.state.Load()
+	if s == nil {
+		return
+	}
+	for _, a := range s.manifest.Agents {
+		if slices.ContainsFunc(a.Tools, func(t manifest.AllowedTool) bool { return t.Ref == ref }) {
+			g.transport.Broadcast(a.Name, "notifications/tools/list_changed", nil)
+			g.transport.Broadcast(a.Name, "notifications/prompts/list_changed", nil)
+			g.transport.Broadcast(a.Name, "notifications/resources/list_changed", nil)
+		}
+	}
+}
+
+// callers in request contexts
+
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c identity.Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+func callerFrom(ctx context.Context) identity.Caller {
+	c, _ := ctx.Value(callerKey{}).(identity.Caller)
+	return c
+}

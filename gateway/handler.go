@@ -1,0 +1,137 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/mcphttp"
+)
+
+// handler answers the MCP messages of agent endpoints. It is the Gateway seen as an
+// mcphttp.Handler.
+type handler Gateway
+
+// serverVersion is reported in initialize.
+var serverVersion = "dev"
+
+func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) {
+	g := (*Gateway)(h)
+	s := g.state.Load()
+	if s == nil {
+		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "no build is deployed yet")
+	}
+	call := &call{g: g, s: s, agent: req.Endpoint, req: req, caller: callerFrom(ctx)}
+	switch req.Method {
+	case "initialize":
+		return g.initialize(req), nil
+	case "ping":
+		return struct{}{}, nil
+	case "logging/setLevel":
+		var p struct {
+			Level string `json:"level"`
+		}
+		if err := json.Unmarshal(req.Params, &p); err != nil || p.Level == "" {
+			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `logging/setLevel needs params {"level": "<level>"}`)
+		}
+		if req.Session != nil {
+			g.levels.Store(req.Session.ID, p.Level)
+		}
+		return struct{}{}, nil
+	case "tools/list":
+		return call.listTools(ctx)
+	case "tools/call":
+		return call.callTool(ctx)
+	case "resources/list":
+		return call.listContent(ctx, authz.ActionResourcesList, "resources/list", "resources")
+	case "resources/templates/list":
+		return call.listContent(ctx, authz.ActionResourcesList, "resources/templates/list", "resourceTemplates")
+	case "resources/read":
+		return call.forwardResource(ctx, "resources/read")
+	case "resources/subscribe", "resources/unsubscribe":
+		return call.subscribe(ctx, req.Method == "resources/subscribe")
+	case "prompts/list":
+		return call.listPrompts(ctx)
+	case "prompts/get":
+		return call.getPrompt(ctx)
+	case "completion/complete":
+		return call.complete(ctx)
+	}
+	return nil, mcphttp.Errorf(mcphttp.CodeMethodNotFound, "method %q is not supported", req.Method)
+}
+
+func (h *handler) Notification(_ context.Context, req *mcphttp.Request) {
+	// notifications/initialized, roots/list_changed: nothing to do. Cancellations are handled by
+	// the transport, which cancels the request's context; the upstream call follows.
+	_ = req
+}
+
+func (g *Gateway) initialize(req *mcphttp.Request) any {
+	return map[string]any{
+		"protocolVersion": req.Protocol,
+		"capabilities": map[string]any{
+			"tools":       map[string]any{"listChanged": true},
+			"resources":   map[string]any{"subscribe": true, "listChanged": true},
+			"prompts":     map[string]any{"listChanged": true},
+			"logging":     map[string]any{},
+			"completions": map[string]any{},
+		},
+		"serverInfo": map[string]any{"name": "lush/" + req.Endpoint, "title": "Lush gateway: agent " + req.Endpoint, "version": serverVersion},
+		"instructions": fmt.Sprintf("Tools of agent %q, through the Lush gateway. Every call is checked by policy; "+
+			"write tools may answer with a stub (nothing executed) unless live writes are on.", req.Endpoint),
+	}
+}
+
+// call is the context of one request at an agent endpoint.
+type call struct {
+	g      *Gateway
+	s      *snapshot
+	agent  string
+	req    *mcphttp.Request
+	caller identity.Caller
+}
+
+// input is the policy input for this caller at this agent.
+func (c *call) input(action string, tool *authz.Tool) authz.Input {
+	chain := c.caller.Chain
+	if len(chain) == 0 {
+		chain = []string{c.agent}
+	}
+	groups := c.caller.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return authz.Input{Action: action, Principal: authz.Principal{ID: c.caller.ID, Groups: groups}, Agent: c.agent,
+		Chain: chain, Depth: len(chain), Tool: tool}
+}
+
+func params(req *mcphttp.Request) map[string]json.RawMessage {
+	var p map[string]json.RawMessage
+	json.Unmarshal(req.Params, &p)
+	if p == nil {
+		p = map[string]json.RawMessage{}
+	}
+	return p
+}
+
+func stringParam(p map[string]json.RawMessage, name string) string {
+	var s string
+	json.Unmarshal(p[name], &s)
+	return s
+}
+
+// denial is the message a denied caller sees: the policy's reasons and the decision id, no
+// internals.
+func denial(reasons []authz.Reason, id string) string {
+	msgs := make([]string, 0, len(reasons))
+	for _, r := range reasons {
+		msgs = append(msgs, r.Message)
+	}
+	if len(msgs) == 0 {
+		msgs = append(msgs, "the policy does not allow it")
+	}
+	return fmt.Sprintf("Lush denied this call: %s (decision %s)", strings.Join(msgs, "; "), id)
+}

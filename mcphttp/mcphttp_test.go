@@ -1,0 +1,224 @@
+package mcphttp
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseMessage(t *testing.T) {
+	tests := []struct {
+		body string
+		kind string // request, notification, response, or error code
+	}{
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, "request"},
+		{`{"jsonrpc":"2.0","id":"a","method":"tools/call","params":{"name":"x"}}`, "request"},
+		{`{"jsonrpc":"2.0","method":"notifications/initialized"}`, "notification"},
+		{`{"jsonrpc":"2.0","id":7,"result":{}}`, "response"},
+		{`{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"m"}}`, "response"},
+		{``, "-32600"},
+		{`{`, "-32700"},
+		{`[{"jsonrpc":"2.0","id":1,"method":"ping"}]`, "-32600"},
+		{`{"jsonrpc":"1.0","id":1,"method":"ping"}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1.5,"method":"ping"}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":{},"method":"ping"}`, "-32600"},
+		{`{"jsonrpc":"2.0"}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1}`, "-32600"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}`, "-32602"},
+		{`{"jsonrpc":"2.0","id":1,"method":"ping"} {}`, "-32700"},
+	}
+	for _, tt := range tests {
+		m, err := parseMessage([]byte(tt.body))
+		got := ""
+		switch {
+		case err != nil:
+			got = jsonNumber(err.Code)
+		case m.IsRequest():
+			got = "request"
+		case m.IsNotification():
+			got = "notification"
+		case m.IsResponse():
+			got = "response"
+		}
+		if got != tt.kind {
+			t.Errorf("parseMessage(%s) = %s (%v), want %s", tt.body, got, err, tt.kind)
+		}
+	}
+}
+
+func jsonNumber(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+func FuzzParseMessage(f *testing.F) {
+	for _, s := range []string{`{"jsonrpc":"2.0","id":1,"method":"ping"}`, `{"jsonrpc":"2.0","method":"n","params":{}}`,
+		`{"jsonrpc":"2.0","id":"x","result":null}`, `[]`, `{"id":1e999}`, "\x00", `{"jsonrpc":"2.0","id":-9223372036854775809,"method":"m"}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		m, err := parseMessage(body)
+		if (m == nil) == (err == nil) {
+			t.Fatalf("parseMessage returned %v and %v", m, err)
+		}
+		if m != nil {
+			// A message we accept is exactly one of the three kinds and can be answered.
+			kinds := 0
+			for _, k := range []bool{m.IsRequest(), m.IsNotification(), m.IsResponse()} {
+				if k {
+					kinds++
+				}
+			}
+			if kinds != 1 {
+				t.Fatalf("%s is %d kinds", body, kinds)
+			}
+			if _, err := response(m.ID, map[string]any{}, nil); err != nil {
+				t.Fatalf("cannot answer %s: %v", body, err)
+			}
+		}
+	})
+}
+
+func TestSessions(t *testing.T) {
+	s, err := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	s.now = func() time.Time { return now }
+	id, err := s.issue(Session{Endpoint: "a", Principal: PrincipalDigest("user:alice"), Protocol: "2025-11-25"}, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(id, "alice") {
+		t.Error("the session id names its principal")
+	}
+	if sess, err := s.verify(id, "a", "user:alice"); err != nil || sess.Protocol != "2025-11-25" {
+		t.Fatalf("verify = %+v, %v", sess, err)
+	}
+	other, _ := NewSessions([]byte(strings.Repeat("x", 32)), time.Hour)
+	tamper := strings.Replace(id, id[10:12], "AA", 1)
+	for name, check := range map[string]error{
+		"wrong endpoint":  func() error { _, err := s.verify(id, "b", "user:alice"); return err }(),
+		"other principal": func() error { _, err := s.verify(id, "a", "user:bob"); return err }(),
+		"other key":       func() error { _, err := other.verify(id, "a", "user:alice"); return err }(),
+		"tampered":        func() error { _, err := s.verify(tamper, "a", "user:alice"); return err }(),
+		"garbage":         func() error { _, err := s.verify("lush1.x.y", "a", "user:alice"); return err }(),
+	} {
+		if check == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	now = now.Add(2 * time.Hour)
+	if _, err := s.verify(id, "a", "user:alice"); err != ErrSessionExpired {
+		t.Errorf("expired: %v", err)
+	}
+	now = now.Add(-2 * time.Hour)
+	sess, _ := s.verify(id, "a", "user:alice")
+	s.terminate(sess)
+	if _, err := s.verify(id, "a", "user:alice"); err != ErrSessionTerminated {
+		t.Errorf("terminated: %v", err)
+	}
+	if _, err := NewSessions([]byte("short"), 0); err == nil {
+		t.Error("a short key was accepted")
+	}
+}
+
+func TestOriginChecks(t *testing.T) {
+	req := func(host, origin string) *http.Request {
+		r := httptest.NewRequest(http.MethodPost, "http://"+host+"/mcp", nil)
+		r.Host = host
+		if origin != "" {
+			r.Header.Set("Origin", origin)
+		}
+		return r
+	}
+	for _, ok := range []*http.Request{req("localhost:8080", ""), req("127.0.0.1:1", "http://localhost:3000"), req("[::1]:8080", "")} {
+		if err := LoopbackOrigins(ok); err != nil {
+			t.Errorf("%s refused: %v", ok.Host, err)
+		}
+	}
+	for _, bad := range []*http.Request{req("evil.example.com", ""), req("localhost:8080", "http://evil.example.com"), req("127.0.0.1.nip.io", "")} {
+		if LoopbackOrigins(bad) == nil {
+			t.Errorf("host %s origin %s accepted", bad.Host, bad.Header.Get("Origin"))
+		}
+	}
+	allow := AllowHosts("lush.internal")
+	if allow(req("lush.internal:443", "https://lush.internal")) != nil || allow(req("lush.internalx", "")) == nil {
+		t.Error("AllowHosts")
+	}
+}
+
+// echoHandler answers every request with its method, sending one notification first.
+type echoHandler struct{}
+
+func (echoHandler) Serve(ctx context.Context, r *Request) (any, error) {
+	if r.Method == "boom" {
+		panic("boom")
+	}
+	r.Notify("notifications/progress", map[string]any{"progress": 1})
+	return map[string]any{"method": r.Method}, nil
+}
+func (echoHandler) Notification(context.Context, *Request) {}
+
+func TestServerStreamsAndRecovers(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), 0)
+	srv := NewServer(Config{Handler: echoHandler{}, Sessions: sessions})
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	post := func(body, session, accept string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
+		req.Host = "localhost"
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", accept)
+		if session != "" {
+			req.Header.Set(HeaderSession, session)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	resp := post(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18"}}`, "", "application/json")
+	sid := resp.Header.Get(HeaderSession)
+	resp.Body.Close()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	// A client that accepts streams gets the notification, then the response, as SSE.
+	resp = post(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, sid, "application/json, text/event-stream")
+	body := readAll(resp)
+	if resp.Header.Get("Content-Type") != "text/event-stream" || !strings.Contains(body, "notifications/progress") || !strings.Contains(body, `"id":2`) {
+		t.Errorf("stream = %s", body)
+	}
+	// A client that does not gets plain JSON.
+	resp = post(`{"jsonrpc":"2.0","id":3,"method":"tools/list"}`, sid, "application/json")
+	if body := readAll(resp); !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") || !strings.Contains(body, `"method":"tools/list"`) {
+		t.Errorf("json = %s", body)
+	}
+	// A handler that panics answers an internal error; the server lives on.
+	resp = post(`{"jsonrpc":"2.0","id":4,"method":"boom"}`, sid, "application/json")
+	if body := readAll(resp); !strings.Contains(body, `"code":-32603`) {
+		t.Errorf("panic = %s", body)
+	}
+	resp = post(`{"jsonrpc":"2.0","id":5,"method":"ping"}`, sid, "application/json")
+	if resp.StatusCode != 200 {
+		t.Errorf("after a panic: %d", resp.StatusCode)
+	}
+	resp.Body.Close()
+}
+
+func readAll(resp *http.Response) string {
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 4096)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}

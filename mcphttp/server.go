@@ -1,0 +1,456 @@
+package mcphttp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Headers of the streamable HTTP transport.
+const (
+	HeaderSession  = "Mcp-Session-Id"
+	HeaderProtocol = "Mcp-Protocol-Version"
+)
+
+// ProtocolVersions are the MCP versions this transport speaks, newest first.
+var ProtocolVersions = []string{"2025-11-25", "2025-06-18", "2025-03-26"}
+
+// legacyProtocol is the version of the HTTP+SSE transport.
+const legacyProtocol = "2024-11-05"
+
+// DefaultMaxBody bounds a request body.
+const DefaultMaxBody = 4 << 20
+
+// Handler gives messages their meaning.
+type Handler interface {
+	// Serve answers a request. Returning an *Error chooses the JSON-RPC error; any other error is
+	// an internal error whose text is not shown to the client.
+	Serve(ctx context.Context, req *Request) (result any, err error)
+	// Notification handles a notification from the client other than notifications/cancelled,
+	// which the transport handles.
+	Notification(ctx context.Context, req *Request)
+}
+
+// Request is one request or notification from a client.
+type Request struct {
+	Session  *Session // nil for initialize
+	Endpoint string
+	Protocol string // negotiated version (for initialize: the version chosen)
+	ID       json.RawMessage
+	Method   string
+	Params   json.RawMessage
+	HTTP     *http.Request
+
+	notify func(method string, params any) error
+}
+
+// Notify sends a notification related to this request (progress, log messages) before its
+// response. It fails when the client does not accept a stream or the request has finished.
+func (r *Request) Notify(method string, params any) error {
+	if r.notify == nil {
+		return errors.New("this request cannot carry notifications")
+	}
+	return r.notify(method, params)
+}
+
+// Config configures a Server.
+type Config struct {
+	Handler  Handler
+	Sessions *Sessions
+	// Endpoint names the endpoint a request is for (the agent); sessions are bound to it.
+	Endpoint func(r *http.Request) string
+	// Principal returns the authenticated principal of a request; sessions are bound to it.
+	Principal func(r *http.Request) string
+	// CheckOrigin rejects requests from unexpected hosts and origins (DNS rebinding). Nil means
+	// LoopbackOrigins.
+	CheckOrigin  func(r *http.Request) error
+	MaxBodyBytes int64         // default DefaultMaxBody
+	KeepAlive    time.Duration // comment lines on idle streams; default 15s
+	// MessagesPath builds the URL a legacy SSE client posts to, for an endpoint.
+	MessagesPath func(endpoint string) string
+	Logger       *slog.Logger
+}
+
+// Server serves one MCP endpoint family over HTTP. It is safe for concurrent use.
+type Server struct {
+	cfg      Config
+	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
+	streams  *hub
+	legacy   sync.Map       // legacy SSE session id -> *legacySession
+	wg       sync.WaitGroup // legacy requests being served
+	ctx      context.Context
+	stop     context.CancelFunc
+}
+
+// NewServer returns a server.
+func NewServer(cfg Config) *Server {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = DefaultMaxBody
+	}
+	if cfg.KeepAlive <= 0 {
+		cfg.KeepAlive = 15 * time.Second
+	}
+	if cfg.CheckOrigin == nil {
+		cfg.CheckOrigin = LoopbackOrigins
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Endpoint == nil {
+		cfg.Endpoint = func(*http.Request) string { return "" }
+	}
+	if cfg.Principal == nil {
+		cfg.Principal = func(*http.Request) string { return "" }
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	return &Server{cfg: cfg, streams: newHub(), ctx: ctx, stop: stop}
+}
+
+// ServeHTTP serves the streamable HTTP endpoint: POST (a message), GET (a stream of server
+// messages for a session) and DELETE (end a session).
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if err := s.cfg.CheckOrigin(r); err != nil {
+		writeHTTPError(w, http.StatusForbidden, nil, Errorf(CodeInvalidRequest, "%v", err))
+		return
+	}
+	switch r.Method {
+	case http.MethodPost:
+		s.post(w, r)
+	case http.MethodGet:
+		s.get(w, r)
+	case http.MethodDelete:
+		s.delete(w, r)
+	default:
+		w.Header().Set("Allow", "GET, POST, DELETE")
+		writeHTTPError(w, http.StatusMethodNotAllowed, nil, Errorf(CodeInvalidRequest, "method %s not allowed: use POST, GET or DELETE", r.Method))
+	}
+}
+
+func (s *Server) readMessage(w http.ResponseWriter, r *http.Request) (*Message, bool) {
+	if ct := r.Header.Get("Content-Type"); ct != "" && !strings.HasPrefix(strings.ToLower(ct), "application/json") {
+		writeHTTPError(w, http.StatusUnsupportedMediaType, nil, Errorf(CodeInvalidRequest, "Content-Type must be application/json"))
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			writeHTTPError(w, http.StatusRequestEntityTooLarge, nil, Errorf(CodeInvalidRequest, "the message is larger than %d bytes", s.cfg.MaxBodyBytes))
+		} else {
+			writeHTTPError(w, http.StatusBadRequest, nil, Errorf(CodeParseError, "cannot read the body"))
+		}
+		return nil, false
+	}
+	m, rpcErr := parseMessage(body)
+	if rpcErr != nil {
+		writeHTTPError(w, http.StatusBadRequest, nil, rpcErr)
+		return nil, false
+	}
+	return m, true
+}
+
+func (s *Server) post(w http.ResponseWriter, r *http.Request) {
+	m, ok := s.readMessage(w, r)
+	if !ok {
+		return
+	}
+	endpoint := s.cfg.Endpoint(r)
+	req := &Request{Endpoint: endpoint, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
+
+	if m.Method == "initialize" {
+		if !m.IsRequest() {
+			writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "initialize must be a request with an id"))
+			return
+		}
+		s.initialize(w, r, req)
+		return
+	}
+	sess, status, rpcErr := s.session(r, endpoint)
+	if rpcErr != nil {
+		writeHTTPError(w, status, m.ID, rpcErr)
+		return
+	}
+	if v := r.Header.Get(HeaderProtocol); v != "" && !slices.Contains(ProtocolVersions, v) {
+		writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "unsupported %s %q: this server speaks %s", HeaderProtocol, v, strings.Join(ProtocolVersions, ", ")))
+		return
+	}
+	req.Session, req.Protocol = sess, sess.Protocol
+
+	switch {
+	case m.IsNotification():
+		s.notification(r.Context(), req)
+		w.WriteHeader(http.StatusAccepted)
+	case m.IsResponse():
+		w.WriteHeader(http.StatusAccepted) // answers to server requests: none are sent
+	default:
+		s.serve(w, r, req, acceptsStream(r))
+	}
+}
+
+// session verifies the request's session id.
+func (s *Server) session(r *http.Request, endpoint string) (*Session, int, *Error) {
+	id := r.Header.Get(HeaderSession)
+	if id == "" {
+		return nil, http.StatusBadRequest, Errorf(CodeInvalidRequest, "missing %s header: send initialize first, then the session id it returned", HeaderSession)
+	}
+	sess, err := s.cfg.Sessions.verify(id, endpoint, s.cfg.Principal(r))
+	if err != nil {
+		return nil, http.StatusNotFound, Errorf(CodeInvalidRequest, "%v", err)
+	}
+	return sess, 0, nil
+}
+
+func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *Request) {
+	var p struct {
+		ProtocolVersion string          `json:"protocolVersion"`
+		ClientInfo      ClientInfo      `json:"clientInfo"`
+		Capabilities    json.RawMessage `json:"capabilities"`
+	}
+	if len(req.Params) > 0 {
+		if err := json.Unmarshal(req.Params, &p); err != nil {
+			writeHTTPError(w, http.StatusBadRequest, req.ID, Errorf(CodeInvalidParams, "initialize params: %s", jsonProblem(err)))
+			return
+		}
+	}
+	req.Protocol = ProtocolVersions[0]
+	if slices.Contains(ProtocolVersions, p.ProtocolVersion) {
+		req.Protocol = p.ProtocolVersion
+	}
+	sess := Session{Endpoint: req.Endpoint, Principal: PrincipalDigest(s.cfg.Principal(r)), Protocol: req.Protocol, Client: p.ClientInfo}
+	if len(p.Capabilities) <= 1024 {
+		sess.Caps = p.Capabilities
+	}
+	id, err := s.cfg.Sessions.issue(sess, nonce())
+	if err != nil {
+		writeHTTPError(w, http.StatusInternalServerError, req.ID, Errorf(CodeInternalError, "cannot create a session"))
+		return
+	}
+	sess.ID = id
+	req.Session = &sess
+	w.Header().Set(HeaderSession, id)
+	s.serve(w, r, req, false)
+}
+
+func (s *Server) notification(ctx context.Context, req *Request) {
+	if req.Method == "notifications/cancelled" {
+		var p struct {
+			RequestID json.RawMessage `json:"requestId"`
+		}
+		if json.Unmarshal(req.Params, &p) == nil && len(p.RequestID) > 0 {
+			if cancel, ok := s.inflight.LoadAndDelete(inflightKey(req.Session, p.RequestID)); ok {
+				cancel.(context.CancelFunc)()
+			}
+		}
+		return
+	}
+	s.cfg.Handler.Notification(ctx, req)
+}
+
+func inflightKey(sess *Session, id json.RawMessage) string {
+	sid := ""
+	if sess != nil {
+		sid = sess.ID
+	}
+	return sid + "\x00" + string(id)
+}
+
+// serve runs a request and writes its response: as JSON, or as an SSE stream once the handler
+// sends a notification (when the client accepts streams).
+func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	key := inflightKey(req.Session, req.ID)
+	s.inflight.Store(key, cancel)
+	defer s.inflight.Delete(key)
+
+	out := &responseStream{w: w, stream: stream}
+	req.notify = out.notify
+	result, err := s.call(ctx, req)
+	out.finish(req.ID, result, err, s.cfg.Logger)
+}
+
+// call runs the handler, turning a panic into an internal error: a bad message must never crash
+// the server.
+func (s *Server) call(ctx context.Context, req *Request) (result any, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			s.cfg.Logger.Error("mcp handler panic", "method", req.Method, "panic", fmt.Sprint(p))
+			result, err = nil, Errorf(CodeInternalError, "internal error")
+		}
+	}()
+	return s.cfg.Handler.Serve(ctx, req)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if !acceptsStream(r) {
+		writeHTTPError(w, http.StatusNotAcceptable, nil, Errorf(CodeInvalidRequest, "GET opens a stream: send Accept: text/event-stream"))
+		return
+	}
+	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
+	if rpcErr != nil {
+		writeHTTPError(w, status, nil, rpcErr)
+		return
+	}
+	s.stream(w, r, sess, nil)
+}
+
+func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
+	if rpcErr != nil {
+		writeHTTPError(w, status, nil, rpcErr)
+		return
+	}
+	s.cfg.Sessions.terminate(sess)
+	s.streams.close(sess.ID)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// stream holds an SSE stream open for server messages to a session until the client leaves.
+// first, if not nil, is written before anything else (the legacy transport's endpoint event).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, first func(*sseWriter) error) {
+	sw, ok := newSSEWriter(w)
+	if !ok {
+		writeHTTPError(w, http.StatusInternalServerError, nil, Errorf(CodeInternalError, "streaming is not supported here"))
+		return
+	}
+	msgs, unregister := s.streams.register(sess.ID, sess.Endpoint)
+	defer unregister()
+	sw.start(http.StatusOK)
+	if first != nil {
+		if err := first(sw); err != nil {
+			return
+		}
+	}
+	tick := time.NewTicker(s.cfg.KeepAlive)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case msg, open := <-msgs:
+			if !open {
+				return
+			}
+			if sw.event("message", msg) != nil {
+				return
+			}
+		case <-tick.C:
+			if sw.comment("keep-alive") != nil {
+				return
+			}
+		}
+	}
+}
+
+// Notify sends a server notification to a session's stream on this replica. It reports
+// whether a stream took it.
+func (s *Server) Notify(sessionID, method string, params any) bool {
+	msg, err := notification(method, params)
+	if err != nil {
+		return false
+	}
+	return s.streams.send(sessionID, msg)
+}
+
+// Broadcast sends a notification to every stream of an endpoint on this replica and returns how
+// many took it.
+func (s *Server) Broadcast(endpoint, method string, params any) int {
+	msg, err := notification(method, params)
+	if err != nil {
+		return 0
+	}
+	return s.streams.broadcast(endpoint, msg)
+}
+
+// Close ends every stream and waits for legacy requests to finish.
+func (s *Server) Close() {
+	s.stop()
+	s.streams.closeAll()
+	s.wg.Wait()
+}
+
+func acceptsStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+func nonce() string {
+	b := make([]byte, 12)
+	rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// writeHTTPError answers with an HTTP status and a JSON-RPC error body that MCP clients read.
+func writeHTTPError(w http.ResponseWriter, status int, id json.RawMessage, e *Error) {
+	body, _ := response(id, nil, e)
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	w.Write(body)
+}
+
+// LoopbackOrigins is the default DNS-rebinding protection for a server on a loopback address:
+// the Host header and, when present, the Origin header must name localhost, 127.0.0.1 or ::1.
+// Servers reachable from elsewhere configure their own check (AllowHosts).
+func LoopbackOrigins(r *http.Request) error {
+	if !isLoopbackHost(r.Host) {
+		return fmt.Errorf("host %q is not a loopback host; requests to this server must use localhost", r.Host)
+	}
+	if o := r.Header.Get("Origin"); o != "" {
+		u, err := url.Parse(o)
+		if err != nil || !isLoopbackHost(u.Host) {
+			return fmt.Errorf("origin %q is not allowed", o)
+		}
+	}
+	return nil
+}
+
+// AllowHosts returns an origin check that accepts the given host names (with any port) in Host
+// and Origin headers, plus loopback names.
+func AllowHosts(hosts ...string) func(*http.Request) error {
+	allowed := func(hostport string) bool {
+		if isLoopbackHost(hostport) {
+			return true
+		}
+		h := hostport
+		if hh, _, err := net.SplitHostPort(hostport); err == nil {
+			h = hh
+		}
+		return slices.Contains(hosts, strings.ToLower(h))
+	}
+	return func(r *http.Request) error {
+		if !allowed(r.Host) {
+			return fmt.Errorf("host %q is not allowed", r.Host)
+		}
+		if o := r.Header.Get("Origin"); o != "" {
+			u, err := url.Parse(o)
+			if err != nil || !allowed(u.Host) {
+				return fmt.Errorf("origin %q is not allowed", o)
+			}
+		}
+		return nil
+	}
+}
+
+func isLoopbackHost(hostport string) bool {
+	h := hostport
+	if hh, _, err := net.SplitHostPort(hostport); err == nil {
+		h = hh
+	}
+	h = strings.Trim(strings.ToLower(h), "[]")
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

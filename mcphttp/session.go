@@ -1,0 +1,142 @@
+package mcphttp
+
+import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Session is what a session id carries. It is signed, not encrypted: it holds nothing secret.
+type Session struct {
+	ID        string          `json:"-"`
+	Endpoint  string          `json:"e"`           // the endpoint (agent) it was issued for
+	Principal string          `json:"p"`           // digest of the principal id it is bound to
+	Protocol  string          `json:"v"`           // negotiated protocol version
+	Client    ClientInfo      `json:"c"`           // the client's name and version
+	Caps      json.RawMessage `json:"k,omitempty"` // the client's capabilities
+	IssuedAt  int64           `json:"i"`           // unix seconds
+	Expires   int64           `json:"x"`           // unix seconds
+	Nonce     string          `json:"n"`
+}
+
+// ClientInfo names an MCP client.
+type ClientInfo struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+}
+
+// Errors from verifying a session id. All of them are answered with 404, which tells an MCP
+// client to start a new session.
+var (
+	ErrSessionMalformed  = errors.New("the session id is not one this gateway issued")
+	ErrSessionExpired    = errors.New("the session expired: initialize a new one")
+	ErrSessionEndpoint   = errors.New("the session belongs to another endpoint")
+	ErrSessionPrincipal  = errors.New("the session belongs to another principal")
+	ErrSessionTerminated = errors.New("the session was terminated")
+)
+
+// MinKeyBytes is the shortest session key accepted.
+const MinKeyBytes = 32
+
+// Sessions issues and verifies session ids with an HMAC key shared by every replica.
+type Sessions struct {
+	key        []byte
+	ttl        time.Duration
+	now        func() time.Time
+	mu         sync.Mutex
+	terminated map[string]int64 // id -> expiry: replica-local (DELETE reaches one replica)
+}
+
+// NewSessions returns a session manager. Sessions live ttl from their initialize (default 24h).
+func NewSessions(key []byte, ttl time.Duration) (*Sessions, error) {
+	if len(key) < MinKeyBytes {
+		return nil, fmt.Errorf("session key: need at least %d bytes, got %d", MinKeyBytes, len(key))
+	}
+	if ttl <= 0 {
+		ttl = 24 * time.Hour
+	}
+	return &Sessions{key: append([]byte(nil), key...), ttl: ttl, now: time.Now, terminated: map[string]int64{}}, nil
+}
+
+// PrincipalDigest binds a session to a principal without writing the principal into the id.
+func PrincipalDigest(principal string) string {
+	sum := sha256.Sum256([]byte("lush-session-principal\x00" + principal))
+	return base64.RawURLEncoding.EncodeToString(sum[:12])
+}
+
+const sessionPrefix = "lush1."
+
+func (s *Sessions) issue(sess Session, nonce string) (string, error) {
+	now := s.now()
+	sess.IssuedAt, sess.Expires, sess.Nonce = now.Unix(), now.Add(s.ttl).Unix(), nonce
+	payload, err := json.Marshal(sess)
+	if err != nil {
+		return "", fmt.Errorf("issue session: %w", err)
+	}
+	body := sessionPrefix + base64.RawURLEncoding.EncodeToString(payload)
+	return body + "." + s.sign(body), nil
+}
+
+func (s *Sessions) sign(body string) string {
+	mac := hmac.New(sha256.New, s.key)
+	mac.Write([]byte(body))
+	return base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// verify checks a session id for an endpoint and principal.
+func (s *Sessions) verify(id, endpoint, principal string) (*Session, error) {
+	if len(id) > 4096 || !strings.HasPrefix(id, sessionPrefix) {
+		return nil, ErrSessionMalformed
+	}
+	dot := strings.LastIndexByte(id, '.')
+	if dot <= len(sessionPrefix) {
+		return nil, ErrSessionMalformed
+	}
+	body, sig := id[:dot], id[dot+1:]
+	if !hmac.Equal([]byte(sig), []byte(s.sign(body))) {
+		return nil, ErrSessionMalformed
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, sessionPrefix))
+	if err != nil {
+		return nil, ErrSessionMalformed
+	}
+	var sess Session
+	if err := json.Unmarshal(payload, &sess); err != nil {
+		return nil, ErrSessionMalformed
+	}
+	sess.ID = id
+	switch {
+	case s.now().Unix() >= sess.Expires:
+		return nil, ErrSessionExpired
+	case sess.Endpoint != endpoint:
+		return nil, ErrSessionEndpoint
+	case !hmac.Equal([]byte(sess.Principal), []byte(PrincipalDigest(principal))):
+		return nil, ErrSessionPrincipal
+	}
+	s.mu.Lock()
+	_, gone := s.terminated[id]
+	s.mu.Unlock()
+	if gone {
+		return nil, ErrSessionTerminated
+	}
+	return &sess, nil
+}
+
+// terminate forgets a session on this replica.
+func (s *Sessions) terminate(sess *Session) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now().Unix()
+	for id, exp := range s.terminated { // keep the set bounded by expiry
+		if exp <= now {
+			delete(s.terminated, id)
+		}
+	}
+	s.terminated[sess.ID] = sess.Expires
+}

@@ -1,0 +1,203 @@
+package mcphttp
+
+import (
+	"errors"
+	"log/slog"
+	"net/http"
+	"sync"
+)
+
+// sseWriter writes Server-Sent Events.
+type sseWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	started bool
+}
+
+func newSSEWriter(w http.ResponseWriter) (*sseWriter, bool) {
+	return &sseWriter{w: w, rc: http.NewResponseController(w)}, true
+}
+
+func (s *sseWriter) start(status int) {
+	h := s.w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	s.w.WriteHeader(status)
+	s.started = true
+	s.rc.Flush()
+}
+
+func (s *sseWriter) event(name string, data []byte) error {
+	buf := make([]byte, 0, len(data)+32)
+	buf = append(buf, "event: "...)
+	buf = append(buf, name...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...) // JSON has no raw newlines
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *sseWriter) comment(text string) error {
+	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// responseStream is the answer to one POSTed request: a JSON body, or an SSE stream once a
+// notification is sent before the response.
+type responseStream struct {
+	mu     sync.Mutex
+	w      http.ResponseWriter
+	stream bool // the client accepts text/event-stream
+	sse    *sseWriter
+	done   bool
+}
+
+var errFinished = errors.New("the request has finished")
+
+func (r *responseStream) notify(method string, params any) error {
+	if !r.stream {
+		return errors.New("the client did not accept a stream (Accept: text/event-stream)")
+	}
+	msg, err := notification(method, params)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.done {
+		return errFinished
+	}
+	if r.sse == nil {
+		r.sse, _ = newSSEWriter(r.w)
+		r.sse.start(http.StatusOK)
+	}
+	return r.sse.event("message", msg)
+}
+
+func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logger) {
+	var rpcErr *Error
+	if err != nil && !errors.As(err, &rpcErr) {
+		log.Error("mcp handler failed", "error", err)
+		rpcErr = Errorf(CodeInternalError, "internal error")
+	}
+	body, merr := response(id, result, rpcErr)
+	if merr != nil {
+		log.Error("encode mcp response", "error", merr)
+		body, _ = response(id, nil, Errorf(CodeInternalError, "internal error: the result cannot be encoded"))
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.done = true
+	if r.sse != nil {
+		r.sse.event("message", body)
+		return
+	}
+	r.w.Header().Set("Content-Type", "application/json")
+	r.w.WriteHeader(http.StatusOK)
+	r.w.Write(body)
+}
+
+// hub routes server messages to the open streams of sessions on this replica.
+type hub struct {
+	mu      sync.Mutex
+	streams map[string][]*streamEntry // session id -> streams, newest last
+}
+
+type streamEntry struct {
+	endpoint string
+	ch       chan []byte
+	closed   bool
+}
+
+func newHub() *hub { return &hub{streams: map[string][]*streamEntry{}} }
+
+const streamBuffer = 64
+
+func (h *hub) register(session, endpoint string) (<-chan []byte, func()) {
+	e := &streamEntry{endpoint: endpoint, ch: make(chan []byte, streamBuffer)}
+	h.mu.Lock()
+	h.streams[session] = append(h.streams[session], e)
+	h.mu.Unlock()
+	return e.ch, func() {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		list := h.streams[session]
+		for i, x := range list {
+			if x == e {
+				h.streams[session] = append(list[:i:i], list[i+1:]...)
+				break
+			}
+		}
+		if len(h.streams[session]) == 0 {
+			delete(h.streams, session)
+		}
+		e.close()
+	}
+}
+
+func (e *streamEntry) close() {
+	if !e.closed {
+		e.closed = true
+		close(e.ch)
+	}
+}
+
+// send delivers msg to the newest stream of a session without blocking; a stream that does not
+// keep up loses the message (the client sees a gap, never a stalled server).
+func (h *hub) send(session string, msg []byte) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.streams[session]
+	if len(list) == 0 {
+		return false
+	}
+	select {
+	case list[len(list)-1].ch <- msg:
+		return true
+	default:
+		return false
+	}
+}
+
+func (h *hub) broadcast(endpoint string, msg []byte) int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, list := range h.streams {
+		if len(list) == 0 || list[len(list)-1].endpoint != endpoint {
+			continue
+		}
+		select {
+		case list[len(list)-1].ch <- msg:
+			n++
+		default:
+		}
+	}
+	return n
+}
+
+func (h *hub) close(session string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, e := range h.streams[session] {
+		e.close()
+	}
+	delete(h.streams, session)
+}
+
+func (h *hub) closeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, list := range h.streams {
+		for _, e := range list {
+			e.close()
+		}
+		delete(h.streams, id)
+	}
+}

@@ -1,0 +1,72 @@
+// Package telemetry holds Lush's Prometheus metrics and its OpenTelemetry tracing setup. Nothing
+// here is global: a Metrics value owns its registry, and tracer providers are passed to the
+// components that use them.
+package telemetry
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics are the gateway's Prometheus metrics. Labels never carry principals or arguments:
+// they are bounded by the build (agents, tools) and by fixed vocabularies (outcome, access).
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	Decisions        *prometheus.CounterVec   // lush_decisions_total{point,action,agent,tool,access,outcome}
+	Stubs            *prometheus.CounterVec   // lush_stubbed_writes_total{agent,tool}
+	DecisionLatency  *prometheus.HistogramVec // lush_decision_duration_seconds{point}
+	UpstreamLatency  *prometheus.HistogramVec // lush_upstream_duration_seconds{tool,status}
+	LogWriteFailures prometheus.Counter       // lush_decision_log_write_failures_total
+	UpstreamRestarts *prometheus.CounterVec   // lush_upstream_restarts_total{tool}
+	UpstreamUp       *prometheus.GaugeVec     // lush_upstream_up{tool}
+	Reloads          *prometheus.CounterVec   // lush_bundle_reloads_total{result}
+	Revision         *prometheus.GaugeVec     // lush_bundle_revision_info{revision}
+}
+
+// NewMetrics creates the metrics in a new registry, with the Go runtime and process collectors.
+func NewMetrics() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		Decisions: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_decisions_total",
+			Help: "Policy decisions, by enforcement point, action, agent, tool, access and outcome (allow, stub, approval_required, deny, error)."},
+			[]string{"point", "action", "agent", "tool", "access", "outcome"}),
+		Stubs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_stubbed_writes_total",
+			Help: "Write calls answered with a stub because live writes are off."}, []string{"agent", "tool"}),
+		DecisionLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lush_decision_duration_seconds",
+			Help:    "Time to evaluate a policy decision.",
+			Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 2.5e-3, 5e-3, 10e-3, 50e-3}}, []string{"point"}),
+		UpstreamLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lush_upstream_duration_seconds",
+			Help:    "Time an upstream MCP server or local tool took to answer a call, by status (ok, error, timeout, cancelled, unavailable).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2.5, 14)}, []string{"tool", "status"}),
+		LogWriteFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "lush_decision_log_write_failures_total",
+			Help: "Decisions that could not be written to the decision log (the calls were denied)."}),
+		UpstreamRestarts: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_upstream_restarts_total",
+			Help: "Times an upstream MCP server was started again after being lost."}, []string{"tool"}),
+		UpstreamUp: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_upstream_up",
+			Help: "1 when the upstream MCP server is connected, 0 when it is down."}, []string{"tool"}),
+		Reloads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_bundle_reloads_total",
+			Help: "Bundle reloads, by result (ok, rejected)."}, []string{"result"}),
+		Revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_bundle_revision_info",
+			Help: "The bundle revision being served (value 1)."}, []string{"revision"}),
+	}
+	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
+		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// SetRevision records the revision being served.
+func (m *Metrics) SetRevision(rev string) {
+	m.Revision.Reset()
+	m.Revision.WithLabelValues(rev).Set(1)
+}
