@@ -11,6 +11,7 @@ TOOLS     := $(CURDIR)/.tools
 BIN       := $(CURDIR)/bin
 NODE_DIR  := $(TOOLS)/node
 LUSHCTL   := $(BIN)/lushctl
+NOTES     := $(BIN)/notes
 
 STATICCHECK_VERSION := v0.8.2
 BENCHSTAT_VERSION   := v0.0.0-20260908200009-22c9c6c9d4da
@@ -25,13 +26,14 @@ FUZZTIME     ?= 30s
 BENCH        ?= .
 BENCHCOUNT   ?= 6
 
-.PHONY: build test vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool clean help
+.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-build: ## build bin/lushctl
+build: ## build bin/lushctl (and bin/notes, the demo's bearer-token MCP server)
 	$(GO) build -o $(LUSHCTL) ./cmd/lushctl
+	$(GO) build -o $(NOTES) ./examples/notes
 
 tools: node-tools go-tools opa-tool ## install test and lint tools into .tools
 
@@ -58,6 +60,10 @@ test: node-tools opa-tool vet ## run every test (race detector on), golden files
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) mod tidy -diff
 
+test-vault: ## the Vault integration tests against a real Vault: VAULT_ADDR=… VAULT_TOKEN=… make test-vault
+	@if [ -z "$${VAULT_ADDR:-}" ] || [ -z "$${VAULT_TOKEN:-}" ]; then echo "set VAULT_ADDR and VAULT_TOKEN (a token that may write secret/ and create tokens)"; exit 2; fi
+	$(GO) test -count=1 -race -run 'Vault' -v ./vault
+
 vet:
 	$(GO) vet ./...
 
@@ -70,7 +76,7 @@ fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 demo: build node-tools ## the quickstart end to end: build, errors, policy tests, the gateway, the decision log
-	LUSHCTL=$(LUSHCTL) examples/demo.sh
+	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) examples/demo.sh
 
 bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) ./... | tee $(TOOLS)/bench.txt

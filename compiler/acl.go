@@ -3,11 +3,13 @@ package compiler
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/lush-agents/lush/diag"
 	"github.com/lush-agents/lush/principal"
 	"github.com/lush-agents/lush/spec"
 	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/vault"
 )
 
 // checkACL validates the authorization graph: principal formats, declared service accounts,
@@ -159,6 +161,11 @@ func (b *build) checkCredentials(check func(spec.Scalar[string], string) (princi
 			b.l.ErrorHint(c.Pos, "duplicate-credential", fmt.Sprintf("keep one; the other is at line %d", first.Line), "credential for %s on %s is declared twice", c.Principal.Value, c.Tool.Value)
 		}
 		seen[k] = c.Pos
+		if c.Vault.Set() {
+			if err := vault.CheckTemplate(c.Vault.Value); err != nil {
+				b.l.ErrorHint(c.Vault.Pos, "credential-vault-path", "variables: "+strings.Join(vault.TemplateVars, ", "), "%v", err)
+			}
+		}
 		ref, _ := toolref.Parse(c.Tool.Value)
 		switch {
 		case ref.Kind != toolref.MCP:

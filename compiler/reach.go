@@ -11,11 +11,14 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/manifest"
 	"github.com/lush-agents/lush/toolref"
 	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/vault"
 )
 
 // maxParallelReach bounds how many servers are checked at once.
@@ -65,12 +68,31 @@ func (b *build) reach(res *upstream.Resolver, ti *toolInfo) {
 			return
 		}
 	}
+	if errors.Is(err, transport.ErrAuthorizationRequired) {
+		if vault.Needs(b.declaredCredentials(), ti.ref.String()) {
+			b.opts.progress(fmt.Sprintf("  ✓ %s: asks for a credential, as mcp_credentials declares (its tools are checked when the gateway connects)", ti.ref))
+			return
+		}
+		b.opts.progress(fmt.Sprintf("  ⚠ %s: asks for a credential", ti.ref))
+		b.l.WarnHint(where, "credential-needed", "declare one under mcp_credentials in lush.yaml (docs/credentials.md); calls will fail until then",
+			"MCP server %s asks for a credential (401 Unauthorized), and mcp_credentials declares none for it", ti.ref)
+		return
+	}
 	b.opts.progress(fmt.Sprintf("  ✗ %s", ti.ref))
 	hint := "check that it is running, or build with --offline to skip this check"
 	if t.Stdio != nil {
 		hint = "check the command and its servers: entry in lush.yaml, or build with --offline to skip this check"
 	}
 	b.l.ErrorHint(where, "server-unreachable", hint, "MCP server %s is not reachable: %s", ti.ref, reachError(ctx, err, b.opts.reachTimeout.String()))
+}
+
+// declaredCredentials are lush.yaml's mcp_credentials in manifest form.
+func (b *build) declaredCredentials() []manifest.Credential {
+	var out []manifest.Credential
+	for _, c := range b.cfg.Credentials {
+		out = append(out, manifest.Credential{Tool: c.Tool.Value, Principal: c.Principal.Value, Type: c.Type.Value})
+	}
+	return out
 }
 
 // reachError turns a connection failure into a short, stable explanation.

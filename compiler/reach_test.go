@@ -2,7 +2,9 @@ package compiler_test
 
 import (
 	"context"
+	"log/slog"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +13,7 @@ import (
 
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/examples/notes/notes"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 
@@ -150,5 +153,42 @@ func TestReachNpmFilesystem(t *testing.T) {
 		if strings.Contains(d.Message, "server-filesystem") {
 			t.Errorf("filesystem server: %s", d)
 		}
+	}
+}
+
+// TestReachServerThatNeedsACredential: a server that answers 401 is not "unreachable". Without
+// an mcp_credentials declaration the build warns that calls will fail; with one it passes.
+func TestReachServerThatNeedsACredential(t *testing.T) {
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte("bot some-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ns, err := notes.New(notes.Options{TokensFile: tokens, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(ns.Handler())
+	t.Cleanup(func() { ns.Close(); srv.Close() })
+	servers := "servers:\n  mcp://notes.internal/mcp:\n    url: " + srv.URL + "/mcp\ntool_classes:\n  mcp://notes.internal/mcp:\n    whoami: read\n"
+
+	res := buildOnline(t, reachProject(t, "mcp://notes.internal/mcp", "read", "", servers))
+	d, ok := codes(res)["credential-needed"]
+	if !res.OK() || !ok || d.Severity != diag.Warning || !strings.Contains(d.Message, "asks for a credential (401 Unauthorized)") {
+		t.Fatalf("undeclared: %s", render(res.Diagnostics))
+	}
+	if _, unreachable := codes(res)["server-unreachable"]; unreachable {
+		t.Error("a server that asks for a credential was reported unreachable")
+	}
+
+	declared := servers + "mcp_credentials:\n  mcp://notes.internal/mcp:\n    group:engineering: {type: bearer}\n"
+	res = buildOnline(t, reachProject(t, "mcp://notes.internal/mcp", "read", "", declared))
+	if _, ok := codes(res)["credential-needed"]; ok || !res.OK() {
+		t.Fatalf("declared: %s", render(res.Diagnostics))
+	}
+
+	bad := servers + "mcp_credentials:\n  mcp://notes.internal/mcp:\n    group:engineering: {type: bearer, vault: \"secret/data/{who}\"}\n"
+	res = buildOnline(t, reachProject(t, "mcp://notes.internal/mcp", "read", "", bad), compiler.Offline(true))
+	if d, ok := codes(res)["credential-vault-path"]; ok == res.OK() || !strings.Contains(d.Message, "unknown variable {who}") || d.Pos.Line == 0 {
+		t.Fatalf("bad vault template: %s", render(res.Diagnostics))
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -70,6 +71,22 @@ type Verdict struct {
 // Decide evaluates in, records the decision, and returns the verdict. It always returns a
 // verdict; when the decision cannot be recorded the verdict denies.
 func (e *Enforcer) Decide(ctx context.Context, in authz.Input) *Verdict {
+	return e.DecideThen(ctx, in, nil)
+}
+
+// A Precondition is what an allowed call needs before it can run, such as fetching the
+// credential it will carry. It runs after the policy allowed the call and before the decision is
+// recorded. An error denies the call; when the error has the methods Rule() string and
+// Reason() string, they give the denial's rule id and the reason the caller is told (the error's
+// own text, which may hold internals, goes to the log's error field only).
+type Precondition func(ctx context.Context) error
+
+// RulePrecondition is the rule id of a precondition's denial when its error names none.
+const RulePrecondition = "lush.precondition.failed"
+
+// DecideThen is Decide with a precondition: when the policy allows the call, pre runs, and its
+// error turns the decision into a denial, recorded as such.
+func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondition) *Verdict {
 	in.Environment = e.cfg.Environment
 	eng := e.engine.Load()
 	start := time.Now()
@@ -79,6 +96,11 @@ func (e *Enforcer) Decide(ctx context.Context, in authz.Input) *Verdict {
 		d.Outcome = authz.OutcomeError
 	} else {
 		d = eng.Decide(ctx, in)
+	}
+	if pre != nil && d.Outcome == authz.OutcomeAllow {
+		if err := pre(ctx); err != nil {
+			d = refused(d, err)
+		}
 	}
 	v := &Verdict{Decision: d, ID: newID(), Latency: time.Since(start), enforcer: e}
 	v.event = e.event(ctx, in, v)
@@ -126,6 +148,23 @@ func newID() string {
 		return id.String()
 	}
 	return uuid.NewString()
+}
+
+// refused turns an allowing decision into a denial for a failed precondition. The access and
+// risk class stay those of the call.
+func refused(d authz.Decision, err error) authz.Decision {
+	rule, reason := RulePrecondition, "the call cannot be made: a step it needs failed"
+	if r, ok := err.(interface{ Rule() string }); ok {
+		rule = r.Rule()
+	}
+	if r, ok := err.(interface{ Reason() string }); ok {
+		reason = r.Reason()
+	}
+	out := deny(rule, reason)
+	out.Access, out.Risk, out.Revision = d.Access, d.Risk, d.Revision
+	out.Rules = append(slices.Clone(d.Rules), rule)
+	out.Error = err.Error()
+	return out
 }
 
 func deny(rule, msg string) authz.Decision {

@@ -8,16 +8,22 @@
 #   5. serve the gateway in front of the real filesystem MCP server, and call it as three
 #      principals: an allowed read, a denied call (no grant), a stubbed write, and — with live
 #      writes on — a live write and a write the project's own policy refuses
-#   6. print the decision log
+#   6. a server that needs a credential (the notes server, bearer tokens): a call fails with
+#      "missing credential" and its fix, `lushctl auth add` stores the token, the call succeeds
+#   7. print the decision log
 # It works on a copy of examples/quickstart, so the repository is left as it was.
 set -euo pipefail
 
 LUSHCTL=${LUSHCTL:-lushctl}
+NOTES=${NOTES:-notes}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 gateway_pid=""
+notes_pid=""
 cleanup() {
-  if [ -n "$gateway_pid" ]; then kill "$gateway_pid" 2>/dev/null || true; wait "$gateway_pid" 2>/dev/null || true; fi
+  for pid in "$gateway_pid" "$notes_pid"; do
+    if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -25,6 +31,19 @@ cp -r "$here/quickstart" "$work/quickstart"
 rm -rf "$work/quickstart/.lush"
 cp -r "$here/errors" "$work/errors"
 cd "$work"
+
+# The notes server (examples/notes) stands in for the remote mcp://notes.example.com/mcp: it
+# requires a bearer token per account. It listens on a free loopback port, which the copy of
+# lush.yaml is pointed at.
+BOB_NOTES_TOKEN=demo-bob-notes-token-not-a-secret
+printf 'bob %s\ndigest-bot %s\n' "$BOB_NOTES_TOKEN" demo-bot-notes-token-not-a-secret > notes.tokens
+printf '{"bob": ["Q3 planning: ship the gateway", "Q3 retro: fewer pages"]}' > notes.seed
+"$NOTES" --addr 127.0.0.1:0 --tokens-file notes.tokens --seed notes.seed 2> notes.log &
+notes_pid=$!
+for _ in $(seq 1 100); do grep -q 'serving http' notes.log && break; sleep 0.1; done
+notes_url=$(sed -n 's/^notes: serving \(http[^ ]*\).*/\1/p' notes.log)
+[ -n "$notes_url" ] || { echo "the notes server did not start"; cat notes.log; exit 1; }
+sed -i "s|url: http://127.0.0.1:8931/mcp|url: $notes_url|" quickstart/lush.yaml
 
 if [ -t 1 ]; then bold=$'\033[1m'; dim=$'\033[2m'; off=$'\033[0m'; else bold=; dim=; off=; fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$off"; }
@@ -67,10 +86,6 @@ start_gateway() {
   done
   [ -s ready ] || { echo "the gateway did not start"; cat gateway.log; exit 1; }
   grep -v '^time=' gateway.log | sed -n '1,4p'
-  if grep -q 'level=WARN.*notes.example.com' gateway.log; then
-    echo "  (the notes server in lush.yaml is not running in this demo: the gateway retries it in the"
-    echo "   background and serves the other servers meanwhile)"
-  fi
   base="http://$(cat ready)/agents"
 }
 stop_gateway() { kill "$gateway_pid"; wait "$gateway_pid" 2>/dev/null || true; gateway_pid=""; }
@@ -100,9 +115,22 @@ show cat quickstart/data/drafts/digest.md
 echo
 echo "5e. The project's own policy (policies/drafts.rego) keeps writes under drafts/:"
 show expect_fail "$LUSHCTL" mcp call "$base/orchestrator/mcp" write_file --args '{"path":"q3.md","content":"overwritten"}' --api-key "$BOT"
+
+step "6. Credentials: the notes server needs a bearer token; the gateway injects it, agents never see it"
+echo "bob searches the team notes through the researcher; he has not configured a token yet:"
+show expect_fail "$LUSHCTL" mcp call "$base/researcher/mcp" search_notes --args '{"query":"Q3"}' --api-key "$BOB"
+echo
+echo "The fix the message names (the token is read from stdin or a prompt, never from argv):"
+show_auth_add() { printf '%s' "$BOB_NOTES_TOKEN" | "$LUSHCTL" auth add mcp://notes.example.com/mcp --principal user:bob -C quickstart; }
+printf "%s$ printf '%%s' \"\$BOB_NOTES_TOKEN\" | lushctl auth add mcp://notes.example.com/mcp --principal user:bob -C quickstart%s\n" "$dim" "$off"
+show_auth_add
+show "$LUSHCTL" auth list -C quickstart
+echo
+echo "The same call again, without restarting the gateway:"
+show "$LUSHCTL" mcp call "$base/researcher/mcp" search_notes --args '{"query":"Q3"}' --api-key "$BOB"
 stop_gateway
 
-step "6. The decision log: every call, who made it, what was decided and what happened"
+step "7. The decision log: every call, who made it, what was decided and what happened"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 
 printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"

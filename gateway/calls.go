@@ -17,6 +17,7 @@ import (
 	"github.com/lush-agents/lush/localtool"
 	"github.com/lush-agents/lush/mcphttp"
 	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/vault"
 )
 
 // maxStubArgs bounds the arguments echoed in a stub's message.
@@ -25,6 +26,9 @@ const maxStubArgs = 2048
 // listTools offers the agent's tools that this caller may use: each tool is decided like a call
 // (action tools/list), so what a client sees is exactly what it could call.
 func (c *call) listTools(ctx context.Context) (any, error) {
+	if c.warm(ctx) {
+		c.g.invalidate()
+	}
 	cat := c.g.catalog(c.s, c.agent)
 	tools := make([]json.RawMessage, 0, len(cat.tools))
 	for _, e := range cat.tools {
@@ -65,7 +69,12 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	in := c.input(authz.ActionToolsCall, &authz.Tool{Ref: e.Ref, Name: e.Upstream})
 	in.Arguments = args
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
-	v := c.g.enforcer.Decide(ctx, in)
+	var cred *vault.Credential
+	var pre enforce.Precondition
+	if e.Local == nil {
+		pre = c.needCredential(e.Ref, &cred)
+	}
+	v := c.g.enforcer.DecideThen(ctx, in, pre)
 	span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
 		attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
 		attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
@@ -93,7 +102,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		result, err = localtool.Run(ctx, c.g.opts.ProjectDir, e.Local, localtool.Request{Tool: e.Ref, Arguments: p["arguments"],
 			Call: localtool.Call{ID: v.ID, Agent: c.agent, Principal: c.caller.ID}})
 	} else {
-		result, err = c.forwardCall(ctx, e, p, v.ID)
+		result, err = c.forwardCall(ctx, e, p, v.ID, cred)
 	}
 	latency := time.Since(start)
 	span.SetAttributes(attribute.Int64("lush.upstream.latency_us", latency.Microseconds()))
@@ -102,6 +111,10 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		status = decisionlog.StatusError
 	}
 	errText := ""
+	if err != nil && cred != nil {
+		// An upstream's message could echo what it was sent.
+		err = scrubbed{err, cred.Scrub(err.Error())}
+	}
 	if err != nil {
 		errText = err.Error()
 	}
@@ -110,6 +123,9 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	span.SetAttributes(attribute.String("lush.status", status))
 	switch {
 	case rpcErr != nil:
+		if cred != nil {
+			rpcErr.Message = cred.Scrub(rpcErr.Message)
+		}
 		span.SetStatus(codes.Error, rpcErr.Message)
 		return nil, rpcErr
 	case err != nil:
@@ -121,10 +137,10 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 
 // forwardCall sends the call to its upstream under the upstream's tool name, relaying progress
 // (and log messages that belong to it) to the client.
-func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.RawMessage, decisionID string) (json.RawMessage, error) {
-	srv, ok := c.g.pool.Get(e.Ref)
-	if !ok {
-		return nil, &upstream.ErrUnavailable{Ref: e.Ref, Reason: "not started"}
+func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.RawMessage, decisionID string, cred *vault.Credential) (json.RawMessage, error) {
+	srv, err := c.server(ctx, e.Ref, cred)
+	if err != nil {
+		return nil, err
 	}
 	out := map[string]json.RawMessage{}
 	for k, v := range p {
@@ -157,6 +173,16 @@ func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.Ra
 	body, _ := json.Marshal(out)
 	return srv.Request(ctx, "tools/call", body, token, notify)
 }
+
+// scrubbed is an error whose text had a credential's values removed; errors.As still sees the
+// original.
+type scrubbed struct {
+	err  error
+	text string
+}
+
+func (s scrubbed) Error() string { return s.text }
+func (s scrubbed) Unwrap() error { return s.err }
 
 func progressToken(p map[string]json.RawMessage) json.RawMessage {
 	var meta map[string]json.RawMessage

@@ -3,6 +3,7 @@ package gateway
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/lush-agents/lush/manifest"
 	"github.com/lush-agents/lush/toolref"
 	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/vault"
 )
 
 // catalog is what one agent's endpoint offers before per-caller filtering: the tools and prompts
@@ -49,11 +51,12 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 		case t.Local != nil:
 			tools = append(tools, localTool(t))
 		case t.Stdio != nil || t.Remote != nil:
-			srv, ok := pool.Get(t.Ref)
-			if !ok {
-				continue
+			lists, ok := pool.Lists(t.Ref)
+			if !ok && vault.Needs(m.Credentials, t.Ref) {
+				// Reached only with a credential, and no caller's connection has been up yet:
+				// offer the tools lush.yaml names, so that a call can say what is missing.
+				lists.Tools = declaredTools(t)
 			}
-			lists := srv.Lists()
 			for _, raw := range lists.Tools {
 				name := objectName(raw, "name")
 				if name == "" || (len(at.Only) > 0 && !slices.Contains(at.Only, name)) {
@@ -82,6 +85,21 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 		c.byName[e.Name] = e
 	}
 	return c
+}
+
+// declaredTools describes the tools tool_classes names for a server, for when the server itself
+// cannot be asked: a generic schema, and a description that says why.
+func declaredTools(t *manifest.Tool) []json.RawMessage {
+	var out []json.RawMessage
+	for _, name := range slices.Sorted(maps.Keys(t.Classes)) {
+		if name == "" || name == "*" {
+			continue
+		}
+		raw, _ := json.Marshal(map[string]any{"name": name, "inputSchema": map[string]any{"type": "object"},
+			"description": fmt.Sprintf("A tool of %s. Its own description and schema appear once a credential for the server is configured.", t.Ref)})
+		out = append(out, raw)
+	}
+	return out
 }
 
 // localTool describes a tools/<name> tool as an MCP tool.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/vault"
 )
 
 // Config is the gateway's configuration. It maps one-to-one onto its YAML file
@@ -27,6 +28,7 @@ type Config struct {
 	AllowedHosts   []string        `yaml:"allowed_hosts"`    // host names clients may use besides loopback ones
 	MaxBodyBytes   int64           `yaml:"max_body_bytes"`   // default 4 MiB
 	Auth           identity.Config `yaml:"auth"`
+	Credentials    vault.Config    `yaml:"credentials"` // where upstream credentials come from (docs/credentials.md)
 	Upstreams      UpstreamConfig  `yaml:"upstreams"`
 	Bundles        BundleConfig    `yaml:"bundles"`
 }
@@ -38,6 +40,9 @@ type UpstreamConfig struct {
 	BackoffInitial time.Duration `yaml:"backoff_initial"` // default 200ms
 	BackoffMax     time.Duration `yaml:"backoff_max"`     // default 30s
 	NodePrefixes   []string      `yaml:"node_prefixes"`   // npm prefixes holding installed MCP servers
+	// PrivateIdle: a server connected with one principal's credential is stopped after this long
+	// unused (default 10m).
+	PrivateIdle time.Duration `yaml:"private_idle"`
 }
 
 // BundleConfig says which bundles the gateway accepts.
@@ -125,6 +130,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		problems = append(problems, "max_body_bytes: must be positive")
+	}
+	if err := c.Credentials.Check(); err != nil {
+		problems = append(problems, err.Error())
 	}
 	if len(problems) > 0 {
 		return errors.New("gateway config: " + strings.Join(problems, "; "))

@@ -11,6 +11,7 @@ import (
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/mcphttp"
 	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/vault"
 )
 
 // CodeResourceNotFound is MCP's error for an unknown resource.
@@ -24,15 +25,23 @@ const CodeResourceNotFound = -32002
 func (c *call) allowedContent(ctx context.Context, action string) []*upstream.Server {
 	var out []*upstream.Server
 	for _, ref := range c.g.catalog(c.s, c.agent).content {
-		v := c.g.enforcer.Decide(ctx, c.input(action, &authz.Tool{Ref: ref}))
-		if !v.Allow {
-			continue
-		}
-		if srv, ok := c.g.pool.Get(ref); ok {
+		if srv, ok := c.decideContent(ctx, action, ref); ok {
 			out = append(out, srv)
 		}
 	}
 	return out
+}
+
+// decideContent decides a read of a server's content (with the credential it needs) and returns
+// the connection to read it through.
+func (c *call) decideContent(ctx context.Context, action, ref string) (*upstream.Server, bool) {
+	var cred *vault.Credential
+	v := c.g.enforcer.DecideThen(ctx, c.input(action, &authz.Tool{Ref: ref}), c.needCredential(ref, &cred))
+	if !v.Allow {
+		return nil, false
+	}
+	srv, err := c.server(ctx, ref, cred)
+	return srv, err == nil
 }
 
 // listContent merges a list method over every server the caller may read.
@@ -134,13 +143,14 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 	if !ok {
 		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", stringParam(p, "name"))
 	}
-	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}))
+	var cred *vault.Credential
+	v := c.g.enforcer.DecideThen(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
 	if !v.Allow {
 		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", denial(v.Reasons, v.ID))
 	}
-	srv, ok := c.g.pool.Get(e.Ref)
-	if !ok {
-		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not running")
+	srv, err := c.server(ctx, e.Ref, cred)
+	if err != nil {
+		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not available: %v", err)
 	}
 	p["name"], _ = json.Marshal(e.Upstream)
 	body, _ := json.Marshal(p)
@@ -163,10 +173,7 @@ func (c *call) complete(ctx context.Context) (any, error) {
 		if !ok {
 			return empty, nil
 		}
-		if v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref})); !v.Allow {
-			return empty, nil
-		}
-		srv, ok := c.g.pool.Get(e.Ref)
+		srv, ok := c.decideContent(ctx, authz.ActionPromptsGet, e.Ref)
 		if !ok || srv.Lists().Capabilities.Completions == nil {
 			return empty, nil
 		}

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -36,6 +37,7 @@ import (
 	"github.com/lush-agents/lush/mcphttp"
 	"github.com/lush-agents/lush/telemetry"
 	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/vault"
 )
 
 // Point is the gateway's name as an enforcement point in decision-log events.
@@ -63,6 +65,8 @@ type Gateway struct {
 	tracer    trace.Tracer
 	enforcer  *enforce.Enforcer
 	pool      *upstream.Pool
+	broker    *vault.Broker
+	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
 	transport *mcphttp.Server
 	verify    *bundle.VerificationConfig
 
@@ -132,6 +136,15 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		MessagesPath: func(agent string) string { return "/agents/" + agent + "/message" },
 		Logger:       opts.Logger,
 	})
+	creds := cfg.Credentials
+	if creds.File == "" && opts.ProjectDir != "" {
+		creds.File = filepath.Join(opts.ProjectDir, filepath.FromSlash(vault.LocalFile))
+	}
+	if g.broker, err = vault.New(creds, vault.WithLogger(opts.Logger)); err != nil {
+		return nil, err
+	}
+	g.fpKey = make([]byte, 32)
+	rand.Read(g.fpKey)
 	g.pool = upstream.NewPool(upstream.Options{
 		Dial:              upstream.DialOptions{Resolver: &upstream.Resolver{ProjectDir: opts.ProjectDir, NodePrefixes: cfg.Upstreams.NodePrefixes}},
 		CallTimeout:       cfg.Upstreams.CallTimeout,
@@ -146,7 +159,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 				g.metrics.UpstreamRestarts.WithLabelValues(ref).Inc()
 			}
 		},
-	})
+	}, cfg.Upstreams.PrivateIdle)
 	return g, nil
 }
 
@@ -195,7 +208,7 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 		}
 		return fmt.Errorf("deploy build %s: %w", manifest.Short(hash), err)
 	}
-	g.pool.Sync(m.Tools)
+	g.pool.Sync(m.Tools, privateServers(m))
 	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
 	g.enforcer.SetEngine(eng)
 	g.invalidate()
@@ -254,7 +267,11 @@ func (g *Gateway) Upstreams() map[string]upstream.State { return g.pool.States()
 func (g *Gateway) Close() {
 	g.transport.Close()
 	g.pool.Close()
+	g.broker.Close()
 }
+
+// Credentials describes where upstream credentials come from.
+func (g *Gateway) Credentials() string { return g.broker.Sources() }
 
 // Handler serves the gateway's HTTP API: the agents' MCP endpoints, /health and /metrics.
 func (g *Gateway) Handler() http.Handler {

@@ -131,6 +131,14 @@ func start(t testing.TB, cfg gateway.Config, opts ...func(*gateway.Options)) *ha
 	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
 	h := &harness{t: t, rec: rec, url: url}
 	h.dir = project(t, url, "")
+	h.serve(cfg, opts...)
+	return h
+}
+
+// serve builds h.dir, opens a decision log and serves a gateway over it.
+func (h *harness) serve(cfg gateway.Config, opts ...func(*gateway.Options)) {
+	t := h.t
+	t.Helper()
 	h.logPath = filepath.Join(t.TempDir(), "decisions.db")
 	ctx := context.Background()
 	var err error
@@ -172,7 +180,6 @@ func start(t testing.TB, cfg gateway.Config, opts ...func(*gateway.Options)) *ha
 	if err := h.gw.WaitUpstreams(wctx); err != nil {
 		t.Fatal(err)
 	}
-	return h
 }
 
 // deploy builds dir and deploys it.

@@ -36,11 +36,32 @@ func TestSecretsNeverLeak(t *testing.T) {
 		}
 		answers = append(answers, strings.Join(resp.Header.Values("WWW-Authenticate"), " "), toString(body))
 	}
+	outputs := h.outputs()
+	outputs["answers"] = strings.Join(answers, "\n")
+	for where, out := range outputs {
+		for _, secret := range []string{aliceKey, wrongKey, forged, "Zm9yZ2VkLXNpZ25hdHVyZS1zZWNyZXQ"} {
+			if strings.Contains(out, secret) {
+				t.Errorf("the %s contains a credential (%.12s…)", where, secret)
+			}
+		}
+	}
+}
+
+// outputs closes the decision log and returns everything the gateway wrote or can be asked for:
+// the decision log's files, its own log, its metrics and its spans.
+func (h *harness) outputs() map[string]string {
+	h.t.Helper()
 	resp, err := http.Get(h.srv.URL + "/metrics")
 	if err != nil {
-		t.Fatal(err)
+		h.t.Fatal(err)
 	}
 	metrics, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	resp, err = http.Get(h.srv.URL + "/health")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	health, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	h.log.Close()
 	var files []string
@@ -50,21 +71,18 @@ func TestSecretsNeverLeak(t *testing.T) {
 	}
 	var spans []string
 	for _, s := range h.spans.rec.Ended() {
+		spans = append(spans, s.Name(), s.Status().Description)
 		for _, a := range s.Attributes() {
 			spans = append(spans, a.Value.String())
 		}
-	}
-	outputs := map[string]string{
-		"decision log": strings.Join(files, ""), "gateway log": h.logs.String(), "metrics": string(metrics),
-		"spans": strings.Join(spans, "\n"), "answers": strings.Join(answers, "\n"),
-	}
-	for where, out := range outputs {
-		for _, secret := range []string{aliceKey, wrongKey, forged, "Zm9yZ2VkLXNpZ25hdHVyZS1zZWNyZXQ"} {
-			if strings.Contains(out, secret) {
-				t.Errorf("the %s contains a credential (%.12s…)", where, secret)
+		for _, e := range s.Events() {
+			for _, a := range e.Attributes {
+				spans = append(spans, a.Value.String())
 			}
 		}
 	}
+	return map[string]string{"decision log": strings.Join(files, ""), "gateway log": h.logs.String(),
+		"metrics": string(metrics), "health": string(health), "spans": strings.Join(spans, "\n")}
 }
 
 func toString(m map[string]any) string {

@@ -38,6 +38,7 @@ var httpTransport = func() *http.Transport {
 type DialOptions struct {
 	Resolver *Resolver
 	Headers  map[string]string // for remote servers
+	Env      []string          // KEY=value added to a stdio server's environment
 	Stderr   io.Writer         // a stdio server's stderr; discarded when nil
 	Timeout  time.Duration     // per-request timeout for remote servers
 }
@@ -53,6 +54,7 @@ func Dial(ctx context.Context, t *manifest.Tool, o DialOptions) (*client.Client,
 		if cerr != nil {
 			return nil, nil, cerr
 		}
+		cmd.Env = append(cmd.Env, o.Env...)
 		opts := []transport.StdioOption{transport.WithCommandFunc(commandFunc(cmd))}
 		if o.Stderr != nil {
 			opts = append(opts, transport.WithCommandStderrWriter(o.Stderr))

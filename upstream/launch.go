@@ -44,8 +44,6 @@ type Resolver struct {
 	// NodePrefixes are directories holding node_modules (npm install --prefix <dir>). A package
 	// installed there is run with node directly, without npx and without the network.
 	NodePrefixes []string
-	// ExtraEnv is added to every server's environment (credentials, in a later step).
-	ExtraEnv []string
 }
 
 // Command resolves the command that starts s.
@@ -182,5 +180,5 @@ func (r *Resolver) env(s *manifest.Stdio) []string {
 	for _, e := range s.Env {
 		env = append(env, e.Name+"="+e.Value)
 	}
-	return append(env, r.ExtraEnv...)
+	return env
 }

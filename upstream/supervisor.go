@@ -43,6 +43,8 @@ type Options struct {
 	OnResourceUpdated func(ref, uri string)
 	// OnRestart is called each time the server is started again after being lost.
 	OnRestart func(ref string)
+	// Label names a private server's principal in log messages.
+	Label string
 }
 
 // Lists are what a server offers, as its raw JSON objects (passed through untouched).
@@ -107,6 +109,7 @@ type Server struct {
 	state State
 
 	kick   chan struct{} // a request saw a transport failure: check health now
+	active atomic.Int64  // requests in flight
 	cancel context.CancelFunc
 	done   chan struct{}
 	nextID atomic.Int64
@@ -138,6 +141,9 @@ func Start(t *manifest.Tool, opts Options) *Server {
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Label != "" {
+		opts.Logger = opts.Logger.With("as", opts.Label)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{tool: t, opts: opts, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
@@ -209,6 +215,8 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 	if c == nil {
 		return nil, &ErrUnavailable{Ref: s.tool.Ref, Reason: st.LastError, RetryIn: st.RetryIn}
 	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
 	id := mcp.NewRequestId("lush-" + strconv.FormatInt(s.nextID.Add(1), 10))

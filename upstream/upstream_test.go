@@ -91,7 +91,7 @@ func TestStdioEnvironmentIsMinimal(t *testing.T) {
 		Env: []manifest.EnvVar{{Name: "GREETING", Value: "hello"}}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	c, init, err := upstream.Dial(ctx, tool, upstream.DialOptions{Resolver: &upstream.Resolver{ProjectDir: dir, ExtraEnv: []string{"INJECTED=1"}}})
+	c, init, err := upstream.Dial(ctx, tool, upstream.DialOptions{Resolver: &upstream.Resolver{ProjectDir: dir}, Env: []string{"INJECTED=1"}})
 	if err != nil {
 		t.Fatal(err)
 	}

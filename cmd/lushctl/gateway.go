@@ -178,7 +178,7 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	case <-first:
 	}
 	waitUpstreams(ctx, gw, f.upstreamWait, logger)
-	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg)
+	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg, gw.Credentials())
 	if f.ready != "" {
 		if err := os.WriteFile(f.ready, []byte(ln.Addr().String()), 0o644); err != nil {
 			return err
@@ -284,7 +284,7 @@ func deployInitial(cmd *cobra.Command, dir string, store *buildstore.Store, f *g
 	return store.Deploy(res.Hash)
 }
 
-func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg gateway.Config) {
+func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg gateway.Config, credentials string) {
 	m, _, err := store.Manifest(hash)
 	if err != nil {
 		return
@@ -304,6 +304,7 @@ func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg g
 	if cfg.Auth.Dev != nil {
 		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
 	}
+	fmt.Fprintf(w, "  credentials: %s\n", credentials)
 	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
 }
 
