@@ -345,9 +345,8 @@ func status(err error) int {
 
 // vaultError is a Vault answer in one line: "Vault answered 403: permission denied".
 type vaultError struct {
-	status int
-	msg    string
-	err    error
+	msg string
+	err error // the *api.ResponseError, for status()
 }
 
 func (e *vaultError) Error() string { return e.msg }
@@ -376,5 +375,5 @@ func describe(err error) error {
 	if len(msgs) > 0 {
 		msg += ": " + strings.Join(msgs, "; ")
 	}
-	return &vaultError{status: re.StatusCode, msg: msg, err: err}
+	return &vaultError{msg: msg, err: err}
 }
