@@ -30,10 +30,11 @@ const (
 	StatusCancelled   = "cancelled"
 	StatusStubbed     = "stubbed"
 	StatusUnavailable = "unavailable" // the upstream was down or its connection failed
+	StatusMaxTurns    = "max_turns"   // an agent invocation stopped at its turn limit
 )
 
 // Statuses lists every valid Completion.Status.
-var Statuses = []string{StatusOK, StatusError, StatusTimeout, StatusCancelled, StatusStubbed, StatusUnavailable}
+var Statuses = []string{StatusOK, StatusError, StatusTimeout, StatusCancelled, StatusStubbed, StatusUnavailable, StatusMaxTurns}
 
 // Event is one policy decision, close to OPA's decision-log event
 // (openpolicyagent.org/docs/management-decision-logs) plus Lush's own fields, which are also
@@ -87,6 +88,9 @@ type Completion struct {
 	LatencyNS  int64           `json:"upstream_latency_ns"`
 	Response   json.RawMessage `json:"response,omitempty"` // writes carry the upstream response
 	Error      string          `json:"error,omitempty"`
+	// Tokens the model used, for agent invocations (agentd's agent/invoke decisions).
+	TokensInput  int64 `json:"tokens_input,omitempty"`
+	TokensOutput int64 `json:"tokens_output,omitempty"`
 }
 
 // maxIDLen bounds decision ids (a UUID is 36 bytes).

@@ -345,8 +345,12 @@ func (l *Log) completion(c *Completion) (*request, error) {
 	if cp.Error != "" {
 		msg = cp.Error
 	}
+	var tin, tout any
+	if cp.TokensInput != 0 || cp.TokensOutput != 0 {
+		tin, tout = cp.TokensInput, cp.TokensOutput
+	}
 	return &request{kind: kindCompletion, args: []any{
-		cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg}}, nil
+		cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg, tin, tout}}, nil
 }
 
 // submit queues r without blocking and waits until the writer has committed it or failed.
@@ -518,7 +522,7 @@ type writer struct {
 const (
 	insertEvent = `INSERT INTO events (decision_id, ts, revision, point, principal, agent, action, tool,
 	tool_name, access, risk, outcome, latency_ns, trace_id, event) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
-	insertCompletion = `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error) VALUES (?,?,?,?,?,?)`
+	insertCompletion = `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output) VALUES (?,?,?,?,?,?,?,?)`
 )
 
 func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err error) {

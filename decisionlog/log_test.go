@@ -43,7 +43,8 @@ func TestRoundTripEveryField(t *testing.T) {
 		}
 	}
 	completion := &Completion{DecisionID: want.DecisionID, Timestamp: want.Timestamp.Add(3 * time.Millisecond), Status: StatusOK,
-		LatencyNS: 2_500_000, Response: json.RawMessage(`{"content": [{"type": "text", "text": "wrote <b>q3.md</b>"}]}`), Error: "partial"}
+		LatencyNS: 2_500_000, Response: json.RawMessage(`{"content": [{"type": "text", "text": "wrote <b>q3.md</b>"}]}`), Error: "partial",
+		TokensInput: 85, TokensOutput: 57}
 	if err := l.Complete(ctx, completion); err != nil {
 		t.Fatal(err)
 	}
@@ -554,7 +555,7 @@ func TestInvalidWritesNameTheField(t *testing.T) {
 	}{
 		{nil, "completion is nil"},
 		{&Completion{Status: StatusOK}, "decision_id is empty"},
-		{&Completion{DecisionID: "x", Status: "done"}, `status must be one of [ok error timeout cancelled stubbed unavailable], not "done"`},
+		{&Completion{DecisionID: "x", Status: "done"}, `status must be one of [ok error timeout cancelled stubbed unavailable max_turns], not "done"`},
 		{&Completion{DecisionID: "x", Status: StatusOK, Response: json.RawMessage(secret)}, "response is not valid JSON"},
 	}
 	for _, tc := range completions {
@@ -809,5 +810,36 @@ func TestCompleteAsync(t *testing.T) {
 	}
 	if err := l.Sync(ctx); !errors.Is(err, ErrClosed) {
 		t.Errorf("Sync after Close: %v", err)
+	}
+}
+
+// A log written by the previous schema (version 1, without token counts) is upgraded in place
+// when opened: its events stay, and completions gain token counts.
+func TestMigrateFromVersion1(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "v1.db")
+	db, err := openDB(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.ExecContext(ctx, migrations[0]+"; PRAGMA user_version = 1"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	l, err := Open(ctx, path)
+	if err != nil {
+		t.Fatalf("open a version-1 log: %v", err)
+	}
+	defer l.Close()
+	e := sampleEvent(uuid.NewString())
+	if err := l.Record(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Complete(ctx, &Completion{DecisionID: e.DecisionID, Status: StatusOK, TokensInput: 12, TokensOutput: 3}); err != nil {
+		t.Fatal(err)
+	}
+	recs, err := l.Query(ctx, Filter{DecisionID: e.DecisionID})
+	if err != nil || len(recs) != 1 || recs[0].Completion == nil || recs[0].Completion.TokensInput != 12 || recs[0].Completion.TokensOutput != 3 {
+		t.Fatalf("after the migration: %+v %v", recs, err)
 	}
 }

@@ -108,12 +108,12 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 	var out []Record
 	for rows.Next() {
 		var (
-			rec                 Record
-			event               string
-			cts, clat           sql.NullInt64
-			cstatus, cresp, cer sql.NullString
+			rec                  Record
+			event                string
+			cts, clat, tin, tout sql.NullInt64
+			cstatus, cresp, cer  sql.NullString
 		)
-		if err := rows.Scan(&rec.Seq, &event, &cts, &cstatus, &clat, &cresp, &cer); err != nil {
+		if err := rows.Scan(&rec.Seq, &event, &cts, &cstatus, &clat, &cresp, &cer, &tin, &tout); err != nil {
 			return nil, fmt.Errorf("query decision log %s: %w", r.path, err)
 		}
 		if err := json.Unmarshal([]byte(event), &rec.Event); err != nil {
@@ -121,7 +121,7 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 		}
 		if cstatus.Valid {
 			c := &Completion{DecisionID: rec.Event.DecisionID, Timestamp: time.Unix(0, cts.Int64).UTC(),
-				Status: cstatus.String, LatencyNS: clat.Int64, Error: cer.String}
+				Status: cstatus.String, LatencyNS: clat.Int64, Error: cer.String, TokensInput: tin.Int64, TokensOutput: tout.Int64}
 			if cresp.Valid {
 				c.Response = json.RawMessage(cresp.String)
 			}
@@ -195,7 +195,7 @@ func (f Filter) sql() (string, []any, error) {
 		args = append(args, f.AfterSeq)
 	}
 	var b strings.Builder
-	b.WriteString(`SELECT e.seq, e.event, c.ts, c.status, c.latency_ns, c.response, c.error
+	b.WriteString(`SELECT e.seq, e.event, c.ts, c.status, c.latency_ns, c.response, c.error, c.tokens_input, c.tokens_output
 FROM events e LEFT JOIN completions c ON c.decision_id = e.decision_id`)
 	if len(where) > 0 {
 		b.WriteString("\nWHERE ")

@@ -14,7 +14,7 @@ import (
 
 // schemaVersion is the PRAGMA user_version of the newest schema; migrations[i] upgrades a
 // database from version i to i+1.
-const schemaVersion = 1
+const schemaVersion = 2
 
 // migrations create and upgrade the schema. Every index costs each commit a page write, so only the columns that queries usually lead
 // with are indexed: time, principal, agent and tool. Outcome and revision filters narrow those
@@ -59,6 +59,9 @@ CREATE TRIGGER completions_no_update BEFORE UPDATE ON completions
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
 CREATE TRIGGER completions_no_delete BEFORE DELETE ON completions
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;`,
+	// 1 -> 2: token counts of agent invocations (agentd's agent/invoke completions).
+	`ALTER TABLE completions ADD COLUMN tokens_input INTEGER;
+ALTER TABLE completions ADD COLUMN tokens_output INTEGER;`,
 }
 
 // openDB opens the SQLite database at path with params. The path is escaped in the URI, so '?'

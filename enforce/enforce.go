@@ -64,6 +64,7 @@ type Verdict struct {
 	ID       string        // the decision id, also in the log and in answers to the client
 	Latency  time.Duration // time to decide
 	Recorded bool          // the decision is in the log
+	Tool     string        // the tool reference of the call ("" for decisions without a tool)
 	enforcer *Enforcer
 	event    *decisionlog.Event
 }
@@ -103,6 +104,9 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 		}
 	}
 	v := &Verdict{Decision: d, ID: newID(), Latency: time.Since(start), enforcer: e}
+	if in.Tool != nil {
+		v.Tool = in.Tool.Ref
+	}
 	v.event = e.event(ctx, in, v)
 	// Mask the input as the policy says. Without a policy, or when the mask cannot be evaluated,
 	// what to hide is unknown: the whole input is left out.
@@ -215,12 +219,24 @@ func (e *Enforcer) event(ctx context.Context, in authz.Input, v *Verdict) *decis
 // committed is counted in lush_decision_log_write_failures_total and reported to Config.Logger.
 // The error is that of queueing it.
 func (v *Verdict) Complete(status string, latency time.Duration, response json.RawMessage, errText string) error {
-	e := v.enforcer
 	c := &decisionlog.Completion{DecisionID: v.ID, Timestamp: time.Now().UTC(), Status: status, LatencyNS: latency.Nanoseconds(), Error: errText}
 	if v.Access == "write" {
 		c.Response = response
 	}
-	if m := e.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed {
+	return v.complete(c)
+}
+
+// CompleteInvocation records how an agent invocation (an agent/invoke decision) ended,
+// with the tokens its model used.
+func (v *Verdict) CompleteInvocation(status string, latency time.Duration, tokensIn, tokensOut int64, errText string) error {
+	return v.complete(&decisionlog.Completion{DecisionID: v.ID, Timestamp: time.Now().UTC(), Status: status,
+		LatencyNS: latency.Nanoseconds(), Error: errText, TokensInput: tokensIn, TokensOutput: tokensOut})
+}
+
+func (v *Verdict) complete(c *decisionlog.Completion) error {
+	e := v.enforcer
+	status, latency := c.Status, time.Duration(c.LatencyNS)
+	if m := e.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed && v.event.Action != authz.ActionAgentInvoke {
 		m.UpstreamLatency.WithLabelValues(v.event.Tool, status).Observe(latency.Seconds())
 	}
 	err := e.cfg.Log.CompleteAsync(c, func(err error) {

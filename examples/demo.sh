@@ -10,7 +10,10 @@
 #      writes on — a live write and a write the project's own policy refuses
 #   6. a server that needs a credential (the notes server, bearer tokens): a call fails with
 #      "missing credential" and its fix, `lushctl auth add` stores the token, the call succeeds
-#   7. print the decision log
+#   7. agents: a chat with the orchestrator on the offline scripted model (no model runs): it
+#      calls the researcher through lush:// (a child invocation, as the same principal), a write
+#      the project's policy refuses, and a write that is stubbed; then their decisions
+#   8. print the decision log
 # It works on a copy of examples/quickstart, so the repository is left as it was.
 set -euo pipefail
 
@@ -130,7 +133,18 @@ echo "The same call again, without restarting the gateway:"
 show "$LUSHCTL" mcp call "$base/researcher/mcp" search_notes --args '{"query":"Q3"}' --api-key "$BOB"
 stop_gateway
 
-step "7. The decision log: every call, who made it, what was decided and what happened"
+step "7. Agents: chat with the orchestrator (offline: the scripted provider replays quickstart/scripts/)"
+echo "The digest bot asks the orchestrator for a Q3 summary. Every tool call goes through the gateway,"
+echo "as the digest bot; the researcher runs as a child invocation, under its own ACL:"
+since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+printf "%s$ echo 'Summarize Q3 into drafts/' | lushctl chat orchestrator quickstart --provider scripted --as serviceaccount:digest-bot%s\n" "$dim" "$off"
+echo 'Summarize Q3 into drafts/' | "$LUSHCTL" chat orchestrator quickstart --provider scripted --as serviceaccount:digest-bot
+echo
+echo "The decisions of that chat: two invocations (agentd), the researcher's read, the refused and the stubbed write (gateway):"
+show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action agent/invoke --oldest
+show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action tools/call --oldest
+
+step "8. The decision log: every call, who made it, what was decided and what happened"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 
 printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"

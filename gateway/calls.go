@@ -71,7 +71,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
 	var cred *vault.Credential
 	var pre enforce.Precondition
-	if e.Local == nil {
+	if e.Local == nil && e.Agent == "" {
 		pre = c.needCredential(e.Ref, &cred)
 	}
 	v := c.g.enforcer.DecideThen(ctx, in, pre)
@@ -98,10 +98,13 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	start := time.Now()
 	var result json.RawMessage
 	var err error
-	if e.Local != nil {
+	switch {
+	case e.Local != nil:
 		result, err = localtool.Run(ctx, c.g.opts.ProjectDir, e.Local, localtool.Request{Tool: e.Ref, Arguments: p["arguments"],
 			Call: localtool.Call{ID: v.ID, Agent: c.agent, Principal: c.caller.ID}})
-	} else {
+	case e.Agent != "":
+		result, err = c.callAgent(ctx, e.Agent, p)
+	default:
 		result, err = c.forwardCall(ctx, e, p, v.ID, cred)
 	}
 	latency := time.Since(start)
@@ -132,7 +135,26 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		span.SetStatus(codes.Error, status)
 		return toolError(upstreamProblem(e.Ref, err, v.ID), v), nil
 	}
-	return result, nil
+	return withDecision(result, v), nil
+}
+
+// withDecision adds the decision to a tool result's _meta ("dev.lush/decision"), so that
+// programs (agentd's traces, say) know which decision let the call run. A result that is not an
+// object is returned as it is.
+func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(result, &obj) != nil || obj == nil {
+		return result
+	}
+	meta := map[string]json.RawMessage{}
+	json.Unmarshal(obj["_meta"], &meta)
+	meta["dev.lush/decision"], _ = json.Marshal(decisionMeta(v))
+	obj["_meta"], _ = json.Marshal(meta)
+	out, err := json.Marshal(obj)
+	if err != nil {
+		return result
+	}
+	return out
 }
 
 // forwardCall sends the call to its upstream under the upstream's tool name, relaying progress
@@ -255,7 +277,8 @@ func toolError(msg string, v *enforce.Verdict) map[string]any {
 }
 
 func decisionMeta(v *enforce.Verdict) map[string]any {
-	return map[string]any{"id": v.ID, "outcome": v.Outcome, "reasons": v.Reasons, "approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
+	return map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
+		"approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
 }
 
 func joinReasons(rs []authz.Reason) string {

@@ -34,6 +34,7 @@ type exposed struct {
 	Raw      json.RawMessage // the upstream's object with the name replaced
 	Local    *manifest.Tool  // set for local tools
 	HasOut   bool            // the tool declares an outputSchema
+	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
 }
 
 // buildCatalog assembles an agent's catalog from the manifest and the upstreams' current lists.
@@ -50,6 +51,10 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 		switch {
 		case t.Local != nil:
 			tools = append(tools, localTool(t))
+		case t.Kind == "agent":
+			if e := agentTool(t, m); e != nil {
+				tools = append(tools, e)
+			}
 		case t.Stdio != nil || t.Remote != nil:
 			lists, ok := pool.Lists(t.Ref)
 			if !ok && vault.Needs(m.Credentials, t.Ref) {
@@ -73,8 +78,8 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 				}
 			}
 		}
-		// lush://<agent> tools need agentd; built-in tools come with their server. Until then
-		// they are not offered, and never reachable.
+		// Built-in tools come with their server (a later release); until then they are not
+		// offered, and never reachable.
 	}
 	c.tools = uniqueNames(tools)
 	c.prompts = uniqueNames(prompts)

@@ -31,6 +31,7 @@ type Config struct {
 	Credentials    vault.Config    `yaml:"credentials"` // where upstream credentials come from (docs/credentials.md)
 	Upstreams      UpstreamConfig  `yaml:"upstreams"`
 	Bundles        BundleConfig    `yaml:"bundles"`
+	Agents         AgentsConfig    `yaml:"agents"` // where agentd serves the agents lush:// tools name
 }
 
 // UpstreamConfig tunes the connections to MCP servers.
@@ -127,6 +128,12 @@ func (c Config) Validate() error {
 		if _, err := toolref.Parse(ref); err != nil {
 			problems = append(problems, fmt.Sprintf("live_writes[%d]: %v", i, err))
 		}
+	}
+	if u := c.Agents.URL; u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		problems = append(problems, fmt.Sprintf("agents.url: %q is not an http:// or https:// URL", u))
+	}
+	if c.Agents.Timeout < 0 {
+		problems = append(problems, "agents.timeout: must not be negative")
 	}
 	if c.MaxBodyBytes < 0 {
 		problems = append(problems, "max_body_bytes: must be positive")

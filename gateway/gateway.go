@@ -53,6 +53,12 @@ type Options struct {
 	Logger     *slog.Logger         // optional
 	Instance   string               // this replica's name in log events (default: host name)
 	Version    string
+	// Signer signs the delegation tokens of lush:// calls (with Config.Agents.URL). When nil and
+	// agents.delegation_key is set, the gateway loads that key.
+	Signer *identity.Signer
+	// OnDeploy, when set, is called after a build is deployed, with its policy engine: agentd,
+	// in the same process, serves the same build under the same policy.
+	OnDeploy func(m *manifest.Manifest, hash string, eng *authz.Engine)
 }
 
 // Gateway serves the MCP endpoints of the deployed build. Create it with New, give it a build
@@ -99,6 +105,13 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if opts.Instance == "" {
 		opts.Instance, _ = os.Hostname()
 	}
+	if opts.Signer == nil && cfg.Agents.DelegationKey != "" {
+		key, err := identity.LoadPrivateKey(cfg.Agents.DelegationKey)
+		if err != nil {
+			return nil, fmt.Errorf("agents.delegation_key: %w", err)
+		}
+		opts.Signer = identity.NewSigner(key, cfg.Auth.DelegationAudience())
+	}
 	tp := opts.Tracer
 	if tp == nil {
 		tp = noop.NewTracerProvider()
@@ -122,18 +135,13 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		}
 		g.verify = bundle.NewVerificationConfig(map[string]*bundle.KeyConfig{cfg.Bundles.KeyID: {Key: string(key), Algorithm: cfg.Bundles.Algorithm}}, cfg.Bundles.KeyID, "", nil)
 	}
-	check := mcphttp.LoopbackOrigins
-	if len(cfg.AllowedHosts) > 0 {
-		check = mcphttp.AllowHosts(cfg.AllowedHosts...)
-	}
 	g.transport = mcphttp.NewServer(mcphttp.Config{
 		Handler:      (*handler)(g),
 		Sessions:     sessions,
 		Endpoint:     func(r *http.Request) string { return r.PathValue("agent") },
-		Principal:    func(r *http.Request) string { return callerFrom(r.Context()).ID },
-		CheckOrigin:  check,
+		Principal:    func(r *http.Request) string { return identity.CallerFrom(r.Context()).ID },
+		CheckOrigin:  mcphttp.HostCheck(cfg.AllowedHosts),
 		MaxBodyBytes: cfg.MaxBodyBytes,
-		MessagesPath: func(agent string) string { return "/agents/" + agent + "/message" },
 		Logger:       opts.Logger,
 	})
 	creds := cfg.Credentials
@@ -212,6 +220,9 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
 	g.enforcer.SetEngine(eng)
 	g.invalidate()
+	if g.opts.OnDeploy != nil {
+		g.opts.OnDeploy(m, hash, eng)
+	}
 	if g.metrics != nil {
 		g.metrics.Reloads.WithLabelValues("ok").Inc()
 		g.metrics.SetRevision(hash)
@@ -274,11 +285,17 @@ func (g *Gateway) Close() {
 func (g *Gateway) Credentials() string { return g.broker.Sources() }
 
 // Handler serves the gateway's HTTP API: the agents' MCP endpoints, /health and /metrics.
+//
+// Each agent's tools are served at /gateway/agents/<name>/mcp (and /sse, /message). A gateway
+// alone also answers at /agents/<name>/...; where agentd runs in the same process, that path is
+// agentd's (the agent itself as an MCP server), and only the /gateway/ paths reach the gateway.
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/agents/{agent}/mcp", g.agentEndpoint(g.transport))
-	mux.Handle("/agents/{agent}/sse", g.agentEndpoint(http.HandlerFunc(g.transport.LegacySSE)))
-	mux.Handle("/agents/{agent}/message", g.agentEndpoint(http.HandlerFunc(g.transport.LegacyMessages)))
+	for _, prefix := range []string{"/gateway/agents/{agent}", "/agents/{agent}"} {
+		mux.Handle(prefix+"/mcp", g.agentEndpoint(g.transport))
+		mux.Handle(prefix+"/sse", g.agentEndpoint(http.HandlerFunc(g.transport.LegacySSE)))
+		mux.Handle(prefix+"/message", g.agentEndpoint(http.HandlerFunc(g.transport.LegacyMessages)))
+	}
 	mux.HandleFunc("GET /health", g.health)
 	if g.metrics != nil {
 		mux.Handle("GET /metrics", g.metrics.Handler())
@@ -315,7 +332,7 @@ func (g *Gateway) agentEndpoint(next http.Handler) http.Handler {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no agent %q in build %s; agents: %s", agent, manifest.Short(s.hash), strings.Join(names, ", ")))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(withCaller(ctx, caller)))
+		next.ServeHTTP(w, r.WithContext(identity.WithCaller(ctx, caller)))
 	})
 }
 
@@ -398,17 +415,4 @@ func (g *Gateway) upstreamChanged(ref string) {
 			g.transport.Broadcast(a.Name, "notifications/resources/list_changed", nil)
 		}
 	}
-}
-
-// callers in request contexts
-
-type callerKey struct{}
-
-func withCaller(ctx context.Context, c identity.Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
-}
-
-func callerFrom(ctx context.Context) identity.Caller {
-	c, _ := ctx.Value(callerKey{}).(identity.Caller)
-	return c
 }

@@ -24,7 +24,7 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 	if s == nil {
 		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "no build is deployed yet")
 	}
-	call := &call{g: g, s: s, agent: req.Endpoint, req: req, caller: callerFrom(ctx)}
+	call := &call{g: g, s: s, agent: req.Endpoint, req: req, caller: identity.CallerFrom(ctx)}
 	switch req.Method {
 	case "initialize":
 		return g.initialize(req), nil

@@ -20,7 +20,8 @@ func stub(e *exposed, args any, v *enforce.Verdict) map[string]any {
 		e.Name, e.Ref, e.Upstream, shown, v.ID)
 	info := map[string]any{"stubbed": true, "executed": false, "tool": e.Ref, "name": e.Upstream, "arguments": args, "decision_id": v.ID,
 		"message": "live writes are off for this tool; nothing was executed"}
-	res := map[string]any{"content": []map[string]string{{"type": "text", "text": msg}}, "_meta": map[string]any{"dev.lush/stub": info}}
+	res := map[string]any{"content": []map[string]string{{"type": "text", "text": msg}},
+		"_meta": map[string]any{"dev.lush/stub": info, "dev.lush/decision": decisionMeta(v)}}
 	var schema map[string]any
 	if e.HasOut {
 		var tool struct {

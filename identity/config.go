@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"crypto/ed25519"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -65,6 +66,9 @@ type DelegationConfig struct {
 	PublicKeys []string      `yaml:"public_keys"` // files with Ed25519 public keys (PEM) that may sign delegation tokens; key id = the key's JWK thumbprint
 	MaxTTL     time.Duration `yaml:"max_ttl"`     // default 5m, at most 10m; tokens living longer are refused
 	Audience   string        `yaml:"audience"`    // default "lush-gateway"
+	// Keys are public keys given in code rather than files: a process that runs agentd and the
+	// gateway together verifies the tokens of its own signer this way.
+	Keys []ed25519.PublicKey `yaml:"-"`
 }
 
 // Defaults and limits.
@@ -246,7 +250,7 @@ func (c Config) Validate() error {
 
 	if d := c.Delegation; d != nil {
 		f := "auth.delegation"
-		if len(d.PublicKeys) == 0 {
+		if len(d.PublicKeys) == 0 && len(d.Keys) == 0 {
 			add(f+".public_keys", "required: list the files with agentd's Ed25519 public keys (lushctl writes them next to the private key)")
 		}
 		for i, k := range d.PublicKeys {
@@ -366,4 +370,13 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
+}
+
+// DelegationAudience is the audience delegation tokens must carry to be accepted with this
+// config: auth.delegation.audience, or DefaultDelegationAudience.
+func (c Config) DelegationAudience() string {
+	if c.Delegation != nil && c.Delegation.Audience != "" {
+		return c.Delegation.Audience
+	}
+	return DefaultDelegationAudience
 }

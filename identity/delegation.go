@@ -316,6 +316,13 @@ func newDelegationVerifier(c DelegationConfig) (*delegationVerifier, error) {
 		}
 		v.keys[kid] = pub
 	}
+	for i, pub := range c.Keys {
+		kid, err := keyID(pub)
+		if err != nil {
+			return nil, fmt.Errorf("auth.delegation.keys[%d]: %w", i, err)
+		}
+		v.keys[kid] = pub
+	}
 	return v, nil
 }
 

@@ -419,3 +419,16 @@ func shown(s string) string {
 	}
 	return fmt.Sprintf("%q", s)
 }
+
+type callerKey struct{}
+
+// WithCaller returns ctx carrying the authenticated caller.
+func WithCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// CallerFrom returns the caller WithCaller put in ctx (the zero Caller when there is none).
+func CallerFrom(ctx context.Context) Caller {
+	c, _ := ctx.Value(callerKey{}).(Caller)
+	return c
+}

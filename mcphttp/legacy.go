@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"net/http"
+	"strings"
 )
 
 // legacySession is a session of the HTTP+SSE transport (MCP 2024-11-05). Its stream lives on the
@@ -30,7 +31,7 @@ func (s *Server) LegacySSE(w http.ResponseWriter, r *http.Request) {
 		principal: PrincipalDigest(s.cfg.Principal(r))}
 	s.legacy.Store(ls.ID, ls)
 	defer s.legacy.Delete(ls.ID)
-	path := "/message"
+	path := strings.TrimSuffix(r.URL.Path, "/sse") + "/message"
 	if s.cfg.MessagesPath != nil {
 		path = s.cfg.MessagesPath(endpoint)
 	}

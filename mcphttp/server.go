@@ -78,7 +78,8 @@ type Config struct {
 	CheckOrigin  func(r *http.Request) error
 	MaxBodyBytes int64         // default DefaultMaxBody
 	KeepAlive    time.Duration // comment lines on idle streams; default 15s
-	// MessagesPath builds the URL a legacy SSE client posts to, for an endpoint.
+	// MessagesPath builds the URL a legacy SSE client posts to, for an endpoint. By default it
+	// is the SSE request's path with its last element "sse" replaced by "message".
 	MessagesPath func(endpoint string) string
 	Logger       *slog.Logger
 }
@@ -453,4 +454,13 @@ func isLoopbackHost(hostport string) bool {
 	}
 	ip := net.ParseIP(h)
 	return ip != nil && ip.IsLoopback()
+}
+
+// HostCheck is the DNS-rebinding protection for a server that clients reach under the given host
+// names: LoopbackOrigins when there are none, AllowHosts otherwise.
+func HostCheck(allowed []string) func(*http.Request) error {
+	if len(allowed) == 0 {
+		return LoopbackOrigins
+	}
+	return AllowHosts(allowed...)
 }

@@ -25,6 +25,11 @@ type Metrics struct {
 	UpstreamUp       *prometheus.GaugeVec     // lush_upstream_up{tool}
 	Reloads          *prometheus.CounterVec   // lush_bundle_reloads_total{result}
 	Revision         *prometheus.GaugeVec     // lush_bundle_revision_info{revision}
+
+	Invocations       *prometheus.CounterVec   // lush_agent_invocations_total{agent,status}
+	InvocationLatency *prometheus.HistogramVec // lush_agent_invocation_duration_seconds{agent}
+	Tokens            *prometheus.CounterVec   // lush_agent_tokens_total{agent,model,kind}
+	AgentToolCalls    *prometheus.CounterVec   // lush_agent_tool_calls_total{agent,status}
 }
 
 // NewMetrics creates the metrics in a new registry, with the Go runtime and process collectors.
@@ -53,9 +58,17 @@ func NewMetrics() *Metrics {
 			Help: "Bundle reloads, by result (ok, rejected)."}, []string{"result"}),
 		Revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_bundle_revision_info",
 			Help: "The bundle revision being served (value 1)."}, []string{"revision"}),
+		Invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_invocations_total",
+			Help: "Agent invocations, by agent and status (ok, error, timeout, cancelled, max_turns, denied)."}, []string{"agent", "status"}),
+		InvocationLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lush_agent_invocation_duration_seconds",
+			Help: "Wall-clock time of agent invocations.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12)}, []string{"agent"}),
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tokens_total",
+			Help: "Model tokens used by agent invocations, by agent, model and kind (input, output)."}, []string{"agent", "model", "kind"}),
+		AgentToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tool_calls_total",
+			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
-		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision,
+		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -42,13 +42,19 @@ func NewTracing(ctx context.Context, service, version string) (*Tracing, error) 
 	if err != nil {
 		return nil, fmt.Errorf("start OTLP trace exporter: %w", err)
 	}
-	res, err := resource.Merge(resource.Default(), resource.NewWithAttributes(semconv.SchemaURL,
-		semconv.ServiceName(service), semconv.ServiceVersion(version)))
-	if err != nil {
-		return nil, fmt.Errorf("trace resource: %w", err)
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(Resource(service, version)))
 	return &Tracing{Provider: tp, shutdown: tp.Shutdown}, nil
+}
+
+// Resource describes this process in traces: the SDK's defaults (host, SDK version, and
+// OTEL_RESOURCE_ATTRIBUTES) with the service name and version. Schemaless, so that it merges with
+// the defaults whatever semantic-conventions version those use.
+func Resource(service, version string) *resource.Resource {
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceVersion(version)))
+	if err != nil {
+		return resource.NewSchemaless(semconv.ServiceName(service), semconv.ServiceVersion(version))
+	}
+	return res
 }
 
 // ProviderForTests wraps an SDK provider (with an in-memory recorder, say).

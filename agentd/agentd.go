@@ -1,0 +1,203 @@
+// Package agentd runs the agents of a deployed build. An invocation is decided first (action
+// agent/invoke: the caller needs execute in the agent's ACL, and the call chain must not be too
+// deep), then the agent's model runs a tool loop whose every tool call goes through the MCP
+// gateway, as the caller, with a delegation token naming the agent and the chain of agents. agentd
+// holds no route to an MCP server, a local tool or a credential: the gateway is its only way to
+// act.
+//
+// Every agent is also an MCP server (/agents/<name>/mcp) with one tool, named after the agent,
+// that invokes it; that is how lush://<name> tools reach it through the gateway. The HTTP API
+// (Handler) adds the chat endpoints, status and the list of agents.
+package agentd
+
+import (
+	"crypto/rand"
+	"errors"
+	"log/slog"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/telemetry"
+)
+
+// Point is agentd's name as an enforcement point in decision-log events.
+const Point = "agentd"
+
+// Defaults.
+const (
+	DefaultMaxTurns = 12
+	DefaultTimeout  = 5 * time.Minute
+)
+
+// Config tunes the agent loop.
+type Config struct {
+	// GatewayURL is the gateway's base URL; an agent's tools are at
+	// <GatewayURL>/gateway/agents/<name>/mcp.
+	GatewayURL  string
+	MaxTurns    int           // model turns per invocation (default 12)
+	Timeout     time.Duration // wall-clock limit of one invocation (default 5m)
+	Environment string        // input.environment of agent/invoke decisions (default dev)
+	// AllowedHosts are host names clients may use besides loopback ones (DNS-rebinding
+	// protection of the agents' MCP endpoints), as the gateway's allowed_hosts.
+	AllowedHosts []string
+}
+
+// Options are what a Server is built from besides its Config.
+type Options struct {
+	Model      model.Model      // the provider every agent's model runs on
+	Signer     *identity.Signer // signs the delegation tokens agents call the gateway with
+	Auth       *identity.Authenticator
+	Log        *decisionlog.Log
+	Metrics    *telemetry.Metrics   // optional
+	Tracer     trace.TracerProvider // optional
+	Logger     *slog.Logger         // optional
+	HTTPClient *http.Client         // for the gateway (default: a pooled client)
+	Instance   string               // this replica's name in log events (default: host name)
+	Version    string
+}
+
+// Server runs agents. Create it with New, give it a build with Deploy, serve Handler.
+type Server struct {
+	cfg       Config
+	opts      Options
+	log       *slog.Logger
+	tracer    trace.Tracer
+	enforcer  *enforce.Enforcer
+	transport *mcphttp.Server
+	http      *http.Client
+
+	state atomic.Pointer[snapshot]
+	mu    sync.Mutex
+	stats map[string]*agentStats // by agent
+}
+
+type snapshot struct {
+	hash     string
+	manifest *manifest.Manifest
+}
+
+// agentStats is what /agents/<name>/status reports about recent invocations.
+type agentStats struct {
+	Invocations int64        `json:"invocations"`
+	Errors      int64        `json:"errors"`
+	Last        *lastOutcome `json:"last,omitempty"`
+}
+
+type lastOutcome struct {
+	ID     string    `json:"invocation_id"`
+	At     time.Time `json:"at"`
+	Status string    `json:"status"`
+}
+
+// New returns a server with no build deployed (every invocation is denied until Deploy).
+func New(cfg Config, opts Options) (*Server, error) {
+	switch {
+	case opts.Model == nil:
+		return nil, errors.New("agentd: a model provider is required")
+	case opts.Signer == nil:
+		return nil, errors.New("agentd: a delegation signer is required")
+	case opts.Log == nil || opts.Auth == nil:
+		return nil, errors.New("agentd: a decision log and an authenticator are required")
+	case cfg.GatewayURL == "":
+		return nil, errors.New("agentd: the gateway's URL is required: agents reach tools only through it")
+	}
+	if cfg.MaxTurns <= 0 {
+		cfg.MaxTurns = DefaultMaxTurns
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Environment == "" {
+		cfg.Environment = "dev"
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	hc := opts.HTTPClient
+	if hc == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64
+		hc = &http.Client{Transport: t}
+	}
+	key := make([]byte, 32)
+	rand.Read(key)
+	sessions, err := mcphttp.NewSessions(key, 0)
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, tracer: tp.Tracer("lush/agentd"), http: hc, stats: map[string]*agentStats{}}
+	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
+		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	s.transport = mcphttp.NewServer(mcphttp.Config{
+		Handler:     (*mcpHandler)(s),
+		Sessions:    sessions,
+		Endpoint:    func(r *http.Request) string { return r.PathValue("agent") },
+		Principal:   func(r *http.Request) string { return identity.CallerFrom(r.Context()).ID },
+		CheckOrigin: mcphttp.HostCheck(cfg.AllowedHosts),
+		Logger:      opts.Logger,
+	})
+	return s, nil
+}
+
+// Deploy makes a build current. The engine is the build's policy, loaded by whoever deployed it
+// (the gateway in the same process): one build, one policy, for every enforcement point.
+func (s *Server) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
+	s.state.Store(&snapshot{hash: hash, manifest: m})
+	s.enforcer.SetEngine(eng)
+}
+
+// Revision is the deployed build's hash ("" before the first deploy).
+func (s *Server) Revision() string {
+	if st := s.state.Load(); st != nil {
+		return st.hash
+	}
+	return ""
+}
+
+// Close ends the MCP streams of the agents' endpoints.
+func (s *Server) Close() { s.transport.Close() }
+
+// record updates an agent's status counters.
+func (s *Server) record(agent, id, status string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats[agent]
+	if st == nil {
+		st = &agentStats{}
+		s.stats[agent] = st
+	}
+	st.Invocations++
+	if status != decisionlog.StatusOK {
+		st.Errors++
+	}
+	st.Last = &lastOutcome{ID: id, At: time.Now().UTC(), Status: status}
+}
+
+func (s *Server) statsOf(agent string) agentStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st := s.stats[agent]; st != nil {
+		return *st
+	}
+	return agentStats{}
+}

@@ -1,0 +1,246 @@
+package agentd
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/telemetry"
+)
+
+// maxChatBody bounds a chat request (the message and the history sent back).
+const maxChatBody = 4 << 20
+
+// Handler serves agentd's HTTP API:
+//
+//	POST /agents/{name}/chat         JSON request, JSON response
+//	POST /agents/{name}/chat/stream  JSON request, Server-Sent Events response
+//	     /agents/{name}/mcp          the agent as an MCP server (streamable HTTP)
+//	GET  /agents/{name}/status       the agent's description, tools and recent invocations
+//	GET  /agents                     the agents the caller may invoke
+//
+// Every route authenticates the caller first; invocations are decided (agent/invoke) before
+// anything runs. /health and /metrics belong to the process that mounts this handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("POST /agents/{agent}/chat", s.authenticated(http.HandlerFunc(s.chat)))
+	mux.Handle("POST /agents/{agent}/chat/stream", s.authenticated(http.HandlerFunc(s.chatStream)))
+	mux.Handle("/agents/{agent}/mcp", s.authenticated(s.transport))
+	mux.Handle("GET /agents/{agent}/status", s.authenticated(http.HandlerFunc(s.status)))
+	mux.Handle("GET /agents", s.authenticated(http.HandlerFunc(s.list)))
+	return mux
+}
+
+// authenticated identifies the caller (and carries the incoming trace context); a delegation
+// token must name the agent of the route.
+func (s *Server) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		caller, err := s.opts.Auth.Authenticate(r)
+		if err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
+			writeJSONError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
+			return
+		}
+		if agent := r.PathValue("agent"); agent != "" {
+			if err := caller.CheckAgent(agent); err != nil {
+				writeJSONError(w, http.StatusForbidden, "forbidden", err.Error())
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(identity.WithCaller(ctx, caller)))
+	})
+}
+
+// ChatRequest is the body of the chat endpoints.
+type ChatRequest struct {
+	Message string          `json:"message"`
+	History []model.Message `json:"history,omitempty"` // the history of the previous response, to continue a conversation
+}
+
+func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest, bool) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxChatBody))
+	if err != nil {
+		writeJSONError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", maxChatBody))
+		return nil, false
+	}
+	var req ChatRequest
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSONError(w, http.StatusBadRequest, "bad_request", `the body must be JSON {"message": "...", "history": [...]}: `+err.Error())
+		return nil, false
+	}
+	if strings.TrimSpace(req.Message) == "" {
+		writeJSONError(w, http.StatusBadRequest, "bad_request", "message: required: what the agent should do")
+		return nil, false
+	}
+	for i, m := range req.History {
+		if m.Role != model.RoleUser && m.Role != model.RoleModel {
+			writeJSONError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("history[%d].role: %q is not \"user\" or \"model\"", i, m.Role))
+			return nil, false
+		}
+	}
+	return &req, true
+}
+
+func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.readChat(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.Invoke(r.Context(), Invocation{Agent: r.PathValue("agent"), Caller: identity.CallerFrom(r.Context()), Message: req.Message, History: req.History})
+	if err != nil {
+		writeInvokeError(w, err)
+		return
+	}
+	writeJSON(w, statusCode(res.Status), res)
+}
+
+// chatStream answers with Server-Sent Events: "text" events carry pieces of the answer as the
+// model produces them, "tool_call"/"tool_result" events the tool calls, and a last "done" event
+// the whole Result ("error" instead when nothing ran).
+func (s *Server) chatStream(w http.ResponseWriter, r *http.Request) {
+	req, ok := s.readChat(w, r)
+	if !ok {
+		return
+	}
+	flusher, _ := w.(http.Flusher)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	var mu sync.Mutex
+	send := func(event string, v any) {
+		data, _ := json.Marshal(v)
+		mu.Lock()
+		defer mu.Unlock()
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	res, err := s.Invoke(r.Context(), Invocation{Agent: r.PathValue("agent"), Caller: identity.CallerFrom(r.Context()), Message: req.Message,
+		History: req.History, OnEvent: func(e Event) { send(e.Type, e) }})
+	if err != nil {
+		code, kind := invokeErrorCode(err)
+		send("error", map[string]any{"error": map[string]any{"code": kind, "status": code, "message": err.Error()}})
+		return
+	}
+	send("done", res)
+}
+
+// AgentInfo is an agent as /agents and /agents/{name}/status describe it.
+type AgentInfo struct {
+	Name        string                 `json:"name"`
+	Model       string                 `json:"model"`
+	Description string                 `json:"description"`
+	Skills      []string               `json:"skills"`
+	Tools       []manifest.AllowedTool `json:"tools"`
+	Endpoints   map[string]string      `json:"endpoints"`
+	Revision    string                 `json:"revision"`
+	Stats       *agentStats            `json:"stats,omitempty"`
+}
+
+func info(a *manifest.Agent, rev string) AgentInfo {
+	base := "/agents/" + a.Name
+	return AgentInfo{Name: a.Name, Model: a.Model, Description: strings.TrimSpace(a.Description), Skills: a.Skills, Tools: a.Tools,
+		Revision: rev, Endpoints: map[string]string{"chat": base + "/chat", "stream": base + "/chat/stream", "mcp": base + "/mcp",
+			"tools": "/gateway" + base + "/mcp"}}
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if st == nil {
+		writeJSONError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
+		return
+	}
+	name := r.PathValue("agent")
+	a, ok := st.manifest.Agent(name)
+	if !ok || !s.mayInvoke(r.Context(), name) {
+		// An agent the caller may not invoke is not shown: its existence is not the caller's business.
+		writeJSONError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no agent %q that you may invoke", name))
+		return
+	}
+	in := info(a, st.hash)
+	stats := s.statsOf(name)
+	in.Stats = &stats
+	writeJSON(w, http.StatusOK, in)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	st := s.state.Load()
+	if st == nil {
+		writeJSONError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
+		return
+	}
+	out := []AgentInfo{}
+	for i := range st.manifest.Agents {
+		a := &st.manifest.Agents[i]
+		if s.mayInvoke(r.Context(), a.Name) {
+			out = append(out, info(a, st.hash))
+		}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"revision": st.hash, "project": st.manifest.Project, "agents": out})
+}
+
+// statusCode maps an invocation's status to the chat endpoint's HTTP status.
+func statusCode(status string) int {
+	switch status {
+	case "ok":
+		return http.StatusOK
+	case "timeout":
+		return http.StatusGatewayTimeout
+	case "max_turns":
+		return http.StatusUnprocessableEntity
+	case "cancelled":
+		return 499 // the client went away; nobody reads it
+	}
+	return http.StatusBadGateway // the model failed
+}
+
+func invokeErrorCode(err error) (int, string) {
+	var denied *DeniedError
+	var notFound *NotFoundError
+	switch {
+	case errors.As(err, &denied):
+		return http.StatusForbidden, "denied"
+	case errors.As(err, &notFound):
+		return http.StatusNotFound, "not_found"
+	case errors.Is(err, ErrNoBuild):
+		return http.StatusServiceUnavailable, "no_build"
+	}
+	return http.StatusBadRequest, "bad_request"
+}
+
+func writeInvokeError(w http.ResponseWriter, err error) {
+	code, kind := invokeErrorCode(err)
+	body := map[string]any{"code": kind, "message": err.Error()}
+	var denied *DeniedError
+	if errors.As(err, &denied) {
+		body["decision_id"] = denied.DecisionID
+		body["reasons"] = denied.Reasons
+	}
+	writeJSON(w, code, map[string]any{"error": body})
+}
+
+func writeJSONError(w http.ResponseWriter, code int, kind, msg string) {
+	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg}})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

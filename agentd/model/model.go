@@ -1,0 +1,131 @@
+// Package model is agentd's view of a language model: one request (a system instruction, the
+// conversation so far, and the tools the model may call) gets one response (text and tool calls,
+// with token counts), optionally streamed. Providers implement Model: Gemini through
+// google.golang.org/genai (package gemini), and an offline scripted provider for demos and tests
+// (package scripted). Another engine is added by implementing Model and naming it in agentd's
+// configuration; nothing else in agentd knows which provider runs.
+package model
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+)
+
+// Model generates the next model turn of a conversation.
+type Model interface {
+	// Generate returns the model's next turn. When onText is not nil, text is passed to it as it
+	// arrives (streaming); the returned Response still holds the whole turn. An error is the
+	// provider's failure (bad key, quota, unreachable), not the model's refusal.
+	Generate(ctx context.Context, req Request, onText func(string)) (*Response, error)
+}
+
+// Roles of messages.
+const (
+	RoleUser  = "user"  // the caller's message, or tool results sent back to the model
+	RoleModel = "model" // what the model said and which tools it called
+)
+
+// Request is one call to the model.
+type Request struct {
+	Model    string    // the model name from the agent spec, e.g. gemini-2.5-flash
+	Agent    string    // the agent this runs for (providers may use it: scripted picks its script)
+	System   string    // the system instruction
+	Messages []Message // the conversation, oldest first
+	Tools    []Tool    // the tools the model may call
+}
+
+// Message is one turn of a conversation.
+type Message struct {
+	Role  string `json:"role"`
+	Parts []Part `json:"parts"`
+}
+
+// Part is a piece of a message: text, a tool call (model turns), or a tool result (user turns).
+// Exactly one field is set.
+type Part struct {
+	Text   string      `json:"text,omitempty"`
+	Call   *ToolCall   `json:"call,omitempty"`
+	Result *ToolResult `json:"result,omitempty"`
+}
+
+// Tool is a tool the model may call: an MCP tool as the gateway lists it.
+type Tool struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	InputSchema json.RawMessage `json:"input_schema,omitempty"` // JSON Schema of the arguments
+}
+
+// ToolCall is the model asking for a tool to run.
+type ToolCall struct {
+	ID   string         `json:"id,omitempty"` // provider's id for the call, if it has one
+	Name string         `json:"name"`
+	Args map[string]any `json:"args"`
+}
+
+// ToolResult is what a tool call produced, sent back to the model. Failures (a denial, an
+// unknown tool, an upstream error) are results too, with IsError set and Output an object the
+// model can read: {"error": {"code": ..., "message": ...}}.
+type ToolResult struct {
+	ID      string         `json:"id,omitempty"`
+	Name    string         `json:"name"`
+	Output  map[string]any `json:"output"`
+	IsError bool           `json:"is_error,omitempty"`
+}
+
+// Response is the model's turn.
+type Response struct {
+	Parts        []Part
+	Usage        Usage
+	FinishReason string // provider's reason, e.g. STOP, MAX_TOKENS, SAFETY
+	ModelVersion string // the model that answered, when the provider says
+}
+
+// Calls returns the tool calls of the response, in order.
+func (r *Response) Calls() []*ToolCall {
+	var out []*ToolCall
+	for _, p := range r.Parts {
+		if p.Call != nil {
+			out = append(out, p.Call)
+		}
+	}
+	return out
+}
+
+// Text returns the response's text parts joined.
+func (r *Response) Text() string {
+	s := ""
+	for _, p := range r.Parts {
+		s += p.Text
+	}
+	return s
+}
+
+// Usage counts tokens.
+type Usage struct {
+	Input  int `json:"input"`
+	Output int `json:"output"`
+}
+
+// Add returns the sum of two usages.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{Input: u.Input + v.Input, Output: u.Output + v.Output}
+}
+
+// Error is a provider failure with the provider's own status, for messages and retry decisions.
+type Error struct {
+	Provider string
+	Status   int    // HTTP status, when there is one
+	Code     string // provider's status code, e.g. RESOURCE_EXHAUSTED
+	Message  string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Status != 0 && e.Code != "":
+		return fmt.Sprintf("%s: %d %s: %s", e.Provider, e.Status, e.Code, e.Message)
+	case e.Status != 0:
+		return fmt.Sprintf("%s: %d: %s", e.Provider, e.Status, e.Message)
+	}
+	return fmt.Sprintf("%s: %s", e.Provider, e.Message)
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/lush-agents/lush/agentd"
+	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/stack"
+	"github.com/lush-agents/lush/tracestore"
+)
+
+type runFlags struct {
+	gatewayFlags
+	model    modelConfig
+	maxTurns int
+	timeout  time.Duration
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run [dir]",
+		Short: "Serve a project for development: gateway and agents in one process, rebuilt on every change",
+		Long: `Run builds the project in dir (default .) and serves it: the gateway, every agent (agentd) and, in a
+later release, its loops, in one process on one port:
+
+  POST /agents/<name>/chat          chat (JSON)
+  POST /agents/<name>/chat/stream   chat (Server-Sent Events)
+       /agents/<name>/mcp           the agent as an MCP server (its tool invokes it)
+  GET  /agents/<name>/status        the agent, its tools and its recent invocations
+  GET  /agents                      the agents you may invoke
+       /gateway/agents/<name>/mcp   the agent's tools, through the gateway
+  GET  /traces, /traces/<id>        recent traces (kept in memory)
+  GET  /health, /metrics
+
+A watcher rebuilds the project when one of its files changes and swaps the new build in; a
+project that does not build is reported with file:line and the last good build keeps serving.
+
+Requests without credentials act as --dev-principal (default user:<your login>): run is for
+development. Give --config with an auth: section to require credentials.`,
+		Example: `  # Offline: the quickstart on its scripted model turns
+  lushctl run examples/quickstart --provider scripted
+
+  # Then, from another terminal
+  curl -s localhost:8080/agents/orchestrator/chat -d '{"message": "Summarize Q3"}'
+
+  # On Gemini, as a member of group:engineering
+  GOOGLE_API_KEY=... lushctl run examples/quickstart --dev-group group:engineering`,
+		Args: args(cobra.MaximumNArgs(1)),
+		RunE: func(cmd *cobra.Command, a []string) error { return runDev(cmd, projectDir(a), &f) },
+	}
+	fl := cmd.Flags()
+	agentFlags(fl, &f.model, &f.maxTurns, &f.timeout)
+	fl.StringVar(&f.config, "config", "", "gateway config file (YAML; see docs/gateway.md)")
+	fl.StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
+	fl.StringArrayVar(&f.liveWrites, "live-writes", nil, "run writes for real: --live-writes for every tool, --live-writes=<tool ref> per tool (repeatable)")
+	fl.Lookup("live-writes").NoOptDefVal = "all"
+	fl.StringVar(&f.decisionLog, "decision-log", "", "decision log (SQLite file; default <dir>/.lush/decisions.db)")
+	fl.StringVar(&f.environment, "environment", "", "environment name passed to the policy (default dev)")
+	fl.StringVar(&f.devPrincipal, "dev-principal", "", "principal of requests without credentials (default user:<login>)")
+	fl.StringArrayVar(&f.devGroups, "dev-group", nil, "a group of the dev principal (repeatable)")
+	fl.StringArrayVar(&f.nodePrefix, "node-prefix", nil, "npm prefix with installed MCP servers (repeatable; default $LUSH_NODE_PREFIX)")
+	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.ready, "ready-file", "", "write the listening address to this file once serving (for scripts and tests)")
+	return cmd
+}
+
+func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
+	ctx := cmd.Context()
+	stderr := cmd.ErrOrStderr()
+	logger, err := newLogger(stderr, f.logLevel)
+	if err != nil {
+		return err
+	}
+	cfg := gateway.Config{}
+	if f.config != "" {
+		if cfg, err = gateway.LoadConfig(f.config); err != nil {
+			return usage("%v", err)
+		}
+	}
+	if cfg.Auth.JWT == nil && cfg.Auth.APIKeys == nil && cfg.Auth.Proxy == nil {
+		f.dev = true // development: requests without credentials act as the dev principal
+	}
+	if err := f.apply(&cfg, dir); err != nil {
+		return err
+	}
+	mdl, provider, err := newModel(ctx, f.model, dir)
+	if err != nil {
+		return err
+	}
+	store := buildstore.ForProject(dir)
+	if err := deployInitial(cmd, dir, store, &f.gatewayFlags); err != nil {
+		return err
+	}
+	traces := tracestore.NewMemory(0)
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(traces))
+	defer tp.Shutdown(context.WithoutCancel(ctx))
+	abs, _ := filepath.Abs(dir)
+	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces),
+		Logger: logger, Version: buildVersion(), Agents: agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout}})
+	if err != nil {
+		return usage("%v", err)
+	}
+	return serveStack(ctx, st, store, "", cfg, provider, f.ready, cmd.OutOrStdout(), logger, func(ctx context.Context) {
+		watchProject(ctx, dir, store, stderr, logger)
+	})
+}
+
+// serveStack serves the build pinned (a full hash), or else follows the store's deployed build,
+// and runs extra (the watcher) when given, until ctx ends; then it shuts the stack down
+// gracefully.
+func serveStack(ctx context.Context, st *stack.Stack, store *buildstore.Store, pinned string, cfg gateway.Config, provider, ready string,
+	out io.Writer, logger *slog.Logger, extra func(context.Context)) error {
+	ctx, stop := context.WithCancel(ctx)
+	var background sync.WaitGroup
+	defer func() {
+		stop()
+		background.Wait()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		defer cancel()
+		logger.Info("shutting down")
+		st.Shutdown(sctx)
+	}()
+	followErr := make(chan error, 1)
+	if pinned != "" {
+		m, bundle, err := store.Load(pinned)
+		if err != nil {
+			return err
+		}
+		if err := st.Deploy(ctx, m, pinned, bundle); err != nil {
+			return err
+		}
+	} else {
+		background.Go(func() { followErr <- st.Gateway.Follow(ctx, store, gateway.DefaultFollowInterval) })
+	}
+	for st.Gateway.Revision() == "" {
+		select {
+		case err := <-followErr:
+			return err
+		case <-ctx.Done():
+			return nil
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if extra != nil {
+		background.Go(func() { extra(ctx) })
+	}
+	waitUpstreams(ctx, st.Gateway, 30*time.Second, logger)
+	printStack(out, st, store, cfg, provider)
+	if ready != "" {
+		if err := os.WriteFile(ready, []byte(st.Addr()), 0o644); err != nil {
+			return err
+		}
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-st.Served():
+		return fmt.Errorf("serve: %w", err)
+	case err := <-followErr:
+		return err
+	}
+}
+
+func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gateway.Config, provider string) {
+	hash := st.Gateway.Revision()
+	m, _, err := store.Manifest(hash)
+	if err != nil {
+		return
+	}
+	url := "http://" + st.Addr()
+	fmt.Fprintf(w, "lush: build %s of %s on %s\n", manifest.Short(hash), m.Project, url)
+	for _, a := range m.Agents {
+		fmt.Fprintf(w, "  agent %-16s %s/agents/%s/chat   (tools: %s/gateway/agents/%s/mcp)\n", a.Name, url, a.Name, url, a.Name)
+	}
+	fmt.Fprintf(w, "  model: %s\n", provider)
+	switch {
+	case cfg.LiveWrites.All:
+		fmt.Fprintln(w, "  live writes: ALL tools (writes run for real)")
+	case len(cfg.LiveWrites.Tools) > 0:
+		fmt.Fprintf(w, "  live writes: %v (every other write is stubbed)\n", cfg.LiveWrites.Tools)
+	default:
+		fmt.Fprintln(w, "  live writes: off (writes are stubbed)")
+	}
+	if cfg.Auth.Dev != nil {
+		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
+	}
+	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
+}

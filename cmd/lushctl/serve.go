@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/lush-agents/lush/agentd"
+	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/stack"
+	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/tracestore"
+)
+
+func newServeCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "serve",
+		Short: "Serve a kept build in production: gateway and agents, configured by environment variables",
+		Long: `Serve runs a kept build (lushctl build, then lushctl deploy or LUSH_BUILD) with the gateway and every
+agent in one process, with no file watcher. It is configured only by environment variables:
+
+  PORT                          listen port (default 8080; all interfaces)
+  LOG_LEVEL                     debug, info, warn, error (default info)
+  GOOGLE_API_KEY                Gemini API key (the model provider)
+  OTEL_EXPORTER_OTLP_ENDPOINT   OpenTelemetry collector (with TRACE_BACKEND=otlp)
+  TRACE_BACKEND                 sqlite (default), otlp or none
+  LUSH_PROJECT                  the project directory holding .lush/build (default .)
+  LUSH_BUILD                    the build to serve (hash or prefix); default: the deployed one,
+                                followed as lushctl deploy changes it
+  LUSH_CONFIG                   gateway config file: auth, credentials, upstreams (docs/gateway.md)
+  LUSH_DECISION_LOG             decision log file (default <project>/.lush/decisions.db)
+  LUSH_TRACES_DB                trace database with TRACE_BACKEND=sqlite (default <project>/.lush/traces.db)
+  LUSH_DELEGATION_KEY           Ed25519 private key (PEM) for delegation tokens; replicas that call
+                                each other's agents share it (default: a key per process)
+  LUSH_LIVE_WRITES              "all" or a comma-separated list of tool references (default: none)
+  LUSH_ALLOWED_HOSTS            comma-separated host names clients use (besides loopback)
+  LUSH_ENVIRONMENT              input.environment of the policy (default production)
+  LUSH_MODEL_PROVIDER           gemini (default) or scripted; LUSH_SCRIPTS for the scripted one
+  LUSH_MAX_TURNS, LUSH_TIMEOUT  agent loop limits (default 12 turns, 5m)
+
+Authentication comes from LUSH_CONFIG's auth: section; serve refuses to start without one.
+SIGTERM (or SIGINT) stops accepting requests, lets those in flight finish (up to 30s) and flushes
+the decision log and the traces.`,
+		Example: `  lushctl build && lushctl deploy $(lushctl build -q)
+  LUSH_CONFIG=gateway.yaml GOOGLE_API_KEY=... PORT=8080 lushctl serve`,
+		Args: args(cobra.NoArgs),
+		RunE: runServe,
+	}
+}
+
+// serveEnv reads serve's configuration from the environment; errors name the variable.
+type serveEnv struct {
+	project, build, configFile, traceBackend, tracesDB string
+	cfg                                                gateway.Config
+	model                                              modelConfig
+	agents                                             agentd.Config
+	key                                                ed25519.PrivateKey
+	logLevel                                           string
+}
+
+func readServeEnv() (*serveEnv, error) {
+	e := &serveEnv{project: envOr("LUSH_PROJECT", "."), build: os.Getenv("LUSH_BUILD"), configFile: os.Getenv("LUSH_CONFIG"),
+		traceBackend: envOr("TRACE_BACKEND", "sqlite"), logLevel: envOr("LOG_LEVEL", "info"),
+		model: modelConfig{provider: os.Getenv("LUSH_MODEL_PROVIDER"), scripts: os.Getenv("LUSH_SCRIPTS")}}
+	if e.configFile != "" {
+		cfg, err := gateway.LoadConfig(e.configFile)
+		if err != nil {
+			return nil, usage("LUSH_CONFIG: %v", err)
+		}
+		e.cfg = cfg
+	}
+	if e.cfg.Auth.JWT == nil && e.cfg.Auth.APIKeys == nil && e.cfg.Auth.Proxy == nil && e.cfg.Auth.Dev == nil {
+		return nil, usage("no authentication is configured: set LUSH_CONFIG to a gateway config with an auth: section (docs/running.md)")
+	}
+	port := envOr("PORT", "8080")
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return nil, usage("PORT: %q is not a port number", port)
+	}
+	e.cfg.Listen = ":" + port
+	e.cfg.DecisionLog = envOr("LUSH_DECISION_LOG", firstNonEmpty(e.cfg.DecisionLog, filepath.Join(e.project, ".lush", "decisions.db")))
+	e.tracesDB = envOr("LUSH_TRACES_DB", filepath.Join(e.project, ".lush", "traces.db"))
+	e.cfg.Environment = envOr("LUSH_ENVIRONMENT", firstNonEmpty(e.cfg.Environment, "production"))
+	if lw := os.Getenv("LUSH_LIVE_WRITES"); lw != "" {
+		if lw == "all" {
+			e.cfg.LiveWrites.All = true
+		} else {
+			for _, ref := range strings.Split(lw, ",") {
+				e.cfg.LiveWrites.Tools = append(e.cfg.LiveWrites.Tools, strings.TrimSpace(ref))
+			}
+		}
+	}
+	if hosts := os.Getenv("LUSH_ALLOWED_HOSTS"); hosts != "" {
+		for _, h := range strings.Split(hosts, ",") {
+			e.cfg.AllowedHosts = append(e.cfg.AllowedHosts, strings.TrimSpace(h))
+		}
+	}
+	switch e.traceBackend {
+	case "sqlite", "otlp", "none":
+	default:
+		return nil, usage("TRACE_BACKEND: %q is not sqlite, otlp or none", e.traceBackend)
+	}
+	if e.traceBackend == "otlp" && os.Getenv("OTEL_EXPORTER_OTLP_ENDPOINT") == "" && os.Getenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") == "" {
+		return nil, usage("TRACE_BACKEND=otlp needs OTEL_EXPORTER_OTLP_ENDPOINT")
+	}
+	if v := os.Getenv("LUSH_MAX_TURNS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, usage("LUSH_MAX_TURNS: %q is not a positive number", v)
+		}
+		e.agents.MaxTurns = n
+	}
+	if v := os.Getenv("LUSH_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return nil, usage("LUSH_TIMEOUT: %q is not a positive duration like 5m", v)
+		}
+		e.agents.Timeout = d
+	}
+	if k := os.Getenv("LUSH_DELEGATION_KEY"); k != "" {
+		key, err := identity.LoadPrivateKey(k)
+		if err != nil {
+			return nil, usage("LUSH_DELEGATION_KEY: %v", err)
+		}
+		e.key = key
+	}
+	return e, nil
+}
+
+func runServe(cmd *cobra.Command, _ []string) error {
+	ctx := cmd.Context()
+	e, err := readServeEnv()
+	if err != nil {
+		return err
+	}
+	logger, err := newLogger(cmd.ErrOrStderr(), e.logLevel)
+	if err != nil {
+		return usage("LOG_LEVEL: %q is not debug, info, warn or error", e.logLevel)
+	}
+	store := buildstore.ForProject(e.project)
+	pinned := ""
+	if e.build != "" {
+		if pinned, err = store.Resolve(e.build); err != nil {
+			return usage("LUSH_BUILD: %v", err)
+		}
+	}
+	mdl, provider, err := newModel(ctx, e.model, e.project)
+	if err != nil {
+		return err
+	}
+	tp, traces, err := serveTracing(ctx, e)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if sdk, ok := tp.(*sdktrace.TracerProvider); ok {
+			sdk.Shutdown(sctx)
+		}
+		if traces != nil {
+			traces.Close()
+		}
+	}()
+	abs, _ := filepath.Abs(e.project)
+	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: e.agents, Model: mdl, DelegationKey: e.key,
+		Tracer: tp, Logger: logger, Version: buildVersion()})
+	if err != nil {
+		return usage("%v", err)
+	}
+	return serveStack(ctx, st, store, pinned, e.cfg, provider, "", cmd.OutOrStdout(), logger, nil)
+}
+
+// serveTracing builds the tracer provider TRACE_BACKEND names.
+func serveTracing(ctx context.Context, e *serveEnv) (trace.TracerProvider, *tracestore.SQLite, error) {
+	res := telemetry.Resource("lush", buildVersion())
+	switch e.traceBackend {
+	case "sqlite":
+		db, err := tracestore.OpenSQLite(ctx, e.tracesDB)
+		if err != nil {
+			return nil, nil, fmt.Errorf("TRACE_BACKEND=sqlite: %w", err)
+		}
+		return sdktrace.NewTracerProvider(sdktrace.WithBatcher(db), sdktrace.WithResource(res)), db, nil
+	case "otlp":
+		exp, err := otlptracehttp.New(ctx)
+		if err != nil {
+			return nil, nil, fmt.Errorf("TRACE_BACKEND=otlp: %w", err)
+		}
+		return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil, nil
+	}
+	return noop.NewTracerProvider(), nil, nil
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+func firstNonEmpty(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+func newHealthCmd() *cobra.Command {
+	var url string
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "health",
+		Short: "Check a running Lush server's /health (for container health checks)",
+		Long: `Health asks a running server's /health endpoint and exits 0 when it answers 200 (a build is
+deployed), 1 otherwise. Container images without a shell use it as their HEALTHCHECK.`,
+		Example: `  lushctl health --url http://127.0.0.1:8080/health`,
+		Args:    args(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+			if err != nil {
+				return usage("--url: %v", err)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return failed("%v", err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return failed("%s answered %s", url, resp.Status)
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), "ok")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&url, "url", "http://127.0.0.1:"+envOr("PORT", "8080")+"/health", "the health endpoint")
+	cmd.Flags().DurationVar(&timeout, "timeout", 3*time.Second, "give up after this long")
+	return cmd
+}

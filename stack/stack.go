@@ -1,0 +1,210 @@
+// Package stack assembles one Lush server process: the MCP gateway and agentd (and, once it
+// exists, the scheduler) behind one HTTP listener. They share one decision log, one
+// authenticator, one delegation key and, for each deployed build, one policy engine.
+//
+// Routes:
+//
+//	/gateway/agents/<name>/mcp   the gateway: the tools of agent <name> (also /sse, /message)
+//	/agents/<name>/...           agentd: chat, chat/stream, mcp (the agent as a tool), status
+//	/agents                      agentd: the agents the caller may invoke
+//	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
+//	/health, /metrics            health and Prometheus metrics
+//
+// agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
+// path a tool call takes is the same whether the two run together or apart.
+package stack
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lush-agents/lush/agentd"
+	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/telemetry"
+)
+
+// Config is what a Stack is made of.
+type Config struct {
+	ProjectDir string         // where stdio servers and local tools run
+	Gateway    gateway.Config // listen address, auth, decision log, live writes, upstreams, ...
+	Agents     agentd.Config  // turn limit and timeout; the gateway URL is set by the stack
+	Model      model.Model
+	// DelegationKey signs the tokens agents and lush:// calls carry. Nil: a key is generated for
+	// this process (replicas that call each other need a shared one).
+	DelegationKey ed25519.PrivateKey
+	Tracer        trace.TracerProvider // optional
+	Traces        http.Handler         // optional: served at /traces (authenticated)
+	Logger        *slog.Logger         // optional
+	Version       string
+}
+
+// Stack is a running server.
+type Stack struct {
+	Gateway *gateway.Gateway
+	Agents  *agentd.Server
+	Metrics *telemetry.Metrics
+
+	ln     net.Listener
+	srv    *http.Server
+	log    *decisionlog.Log
+	auth   *identity.Authenticator
+	served chan error
+}
+
+// Start opens the decision log, listens, builds the gateway and agentd, and serves. No build is
+// deployed yet: Deploy or Follow gives it one; until then every call is denied.
+func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
+	if cfg.Model == nil {
+		return nil, errors.New("stack: a model provider is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	key := cfg.DelegationKey
+	if key == nil {
+		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return nil, fmt.Errorf("generate a delegation key: %w", err)
+		}
+	}
+	gcfg := cfg.Gateway
+	if gcfg.Listen == "" {
+		gcfg.Listen = gateway.DefaultListen
+	}
+	// Tokens signed by this process are accepted by it, besides what the config accepts.
+	deleg := identity.DelegationConfig{}
+	if gcfg.Auth.Delegation != nil {
+		deleg = *gcfg.Auth.Delegation
+	}
+	deleg.Keys = append(deleg.Keys, key.Public().(ed25519.PublicKey))
+	gcfg.Auth.Delegation = &deleg
+	signer := identity.NewSigner(key, gcfg.Auth.DelegationAudience())
+
+	s := &Stack{Metrics: telemetry.NewMetrics(), served: make(chan error, 1)}
+	defer func() {
+		if err != nil {
+			s.close()
+		}
+	}()
+	if s.log, err = decisionlog.Open(ctx, gcfg.DecisionLog); err != nil {
+		return nil, fmt.Errorf("open decision log: %w", err)
+	}
+	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
+		return nil, err
+	}
+	if s.ln, err = net.Listen("tcp", gcfg.Listen); err != nil {
+		return nil, fmt.Errorf("listen on %s: %w", gcfg.Listen, err)
+	}
+	self := "http://" + loopback(s.ln.Addr().(*net.TCPAddr))
+	if gcfg.Agents.URL == "" {
+		gcfg.Agents.URL = self
+	}
+	acfg := cfg.Agents
+	acfg.GatewayURL = self
+	acfg.Environment = gcfg.Environment
+	acfg.AllowedHosts = gcfg.AllowedHosts
+	if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, Log: s.log,
+		Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
+		return nil, err
+	}
+	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Log: s.log, Auth: s.auth, Metrics: s.Metrics,
+		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer,
+		OnDeploy: func(m *manifest.Manifest, hash string, eng *authz.Engine) { s.Agents.Deploy(m, hash, eng) }}); err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	gw := s.Gateway.Handler()
+	mux.Handle("/gateway/", gw)
+	mux.Handle("GET /health", gw)
+	mux.Handle("GET /metrics", gw)
+	mux.Handle("/agents", s.Agents.Handler())
+	mux.Handle("/agents/", s.Agents.Handler())
+	if cfg.Traces != nil {
+		mux.Handle("/traces", s.authenticated(cfg.Traces))
+		mux.Handle("/traces/", s.authenticated(cfg.Traces))
+	}
+	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { s.served <- s.srv.Serve(s.ln) }()
+	return s, nil
+}
+
+// loopback is the address this process calls itself at: a wildcard listen address is reached
+// on 127.0.0.1 (or ::1).
+func loopback(a *net.TCPAddr) string {
+	ip := a.IP
+	switch {
+	case ip == nil || ip.IsUnspecified() && ip.To4() != nil:
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.IsUnspecified():
+		ip = net.IPv6loopback
+	}
+	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
+}
+
+// authenticated lets only authenticated callers through.
+func (s *Stack) authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := s.auth.Authenticate(r); err != nil {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
+			http.Error(w, err.Error(), http.StatusUnauthorized)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// URL is the address the stack serves at (http://host:port).
+func (s *Stack) URL() string { return "http://" + loopback(s.ln.Addr().(*net.TCPAddr)) }
+
+// Addr is the listener's address.
+func (s *Stack) Addr() string { return s.ln.Addr().String() }
+
+// Log is the decision log.
+func (s *Stack) Log() *decisionlog.Log { return s.log }
+
+// Deploy deploys a build to the gateway and agentd.
+func (s *Stack) Deploy(ctx context.Context, m *manifest.Manifest, hash string, bundle []byte) error {
+	return s.Gateway.Deploy(ctx, m, hash, bundle)
+}
+
+// Served reports the HTTP server's end (an error other than http.ErrServerClosed is a failure).
+func (s *Stack) Served() <-chan error { return s.served }
+
+// Shutdown stops accepting requests, waits for those in flight (until ctx ends), and closes the
+// gateway's upstreams, agentd's streams and the decision log (which commits what it holds).
+func (s *Stack) Shutdown(ctx context.Context) error {
+	err := s.srv.Shutdown(ctx)
+	s.close()
+	return err
+}
+
+func (s *Stack) close() {
+	if s.srv == nil && s.ln != nil {
+		s.ln.Close()
+	}
+	if s.Agents != nil {
+		s.Agents.Close()
+	}
+	if s.Gateway != nil {
+		s.Gateway.Close()
+	}
+	if s.auth != nil {
+		s.auth.Close()
+	}
+	if s.log != nil {
+		s.log.Close()
+	}
+}
