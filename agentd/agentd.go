@@ -166,14 +166,6 @@ func (s *Server) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
 	s.enforcer.SetEngine(eng)
 }
 
-// Revision is the deployed build's hash ("" before the first deploy).
-func (s *Server) Revision() string {
-	if st := s.state.Load(); st != nil {
-		return st.hash
-	}
-	return ""
-}
-
 // Close ends the MCP streams of the agents' endpoints.
 func (s *Server) Close() { s.transport.Close() }
 

@@ -1,10 +1,15 @@
 package agentd
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/lush-agents/lush/identity"
 )
 
 // Tool names the gateway lists are offered to models under names they accept, unique, and
@@ -31,5 +36,25 @@ func TestToolNames(t *testing.T) {
 		if len(tool.Name) > 64 || invalidName.MatchString(tool.Name) {
 			t.Errorf("offered name %q is not valid", tool.Name)
 		}
+	}
+}
+
+// A delegation token is reused while it has more than a minute left, and signed anew after.
+func TestTokenRenewal(t *testing.T) {
+	_, key, _ := ed25519.GenerateKey(rand.Reader)
+	d := identity.Delegation{Principal: "user:alice", Agent: "a", Chain: []string{"a"}}
+	long := &tokenSource{signer: identity.NewSigner(key, ""), d: d}
+	long.d.TTL = 5 * time.Minute
+	t1, err1 := long.token()
+	t2, err2 := long.token()
+	if err1 != nil || err2 != nil || t1 != t2 {
+		t.Errorf("a fresh token was not reused: %v %v", err1, err2)
+	}
+	short := &tokenSource{signer: identity.NewSigner(key, ""), d: d}
+	short.d.TTL = 30 * time.Second // always within a minute of expiring
+	t1, _ = short.token()
+	t2, _ = short.token()
+	if t1 == "" || t1 == t2 {
+		t.Error("a token about to expire was reused")
 	}
 }

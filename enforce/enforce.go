@@ -223,6 +223,9 @@ func (v *Verdict) Complete(status string, latency time.Duration, response json.R
 	if v.Access == "write" {
 		c.Response = response
 	}
+	if m := v.enforcer.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed {
+		m.UpstreamLatency.WithLabelValues(v.event.Tool, status).Observe(latency.Seconds())
+	}
 	return v.complete(c)
 }
 
@@ -235,10 +238,6 @@ func (v *Verdict) CompleteInvocation(status string, latency time.Duration, token
 
 func (v *Verdict) complete(c *decisionlog.Completion) error {
 	e := v.enforcer
-	status, latency := c.Status, time.Duration(c.LatencyNS)
-	if m := e.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed && v.event.Action != authz.ActionAgentInvoke {
-		m.UpstreamLatency.WithLabelValues(v.event.Tool, status).Observe(latency.Seconds())
-	}
 	err := e.cfg.Log.CompleteAsync(c, func(err error) {
 		if err != nil {
 			e.completionFailed(v.ID, err)

@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -139,17 +140,33 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 }
 
 // withDecision adds the decision to a tool result's _meta ("dev.lush/decision"), so that
-// programs (agentd's traces, say) know which decision let the call run. A result that is not an
-// object is returned as it is.
+// programs (agentd's traces, say) know which decision let the call run. It runs on every allowed
+// call: a result without _meta (the usual case) gets the field spliced in, without decoding the
+// result; one with _meta is decoded and merged. A result that is not an object is returned as it
+// is.
 func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(result, &obj) != nil || obj == nil {
+	body := bytes.TrimSpace(result)
+	if len(body) < 2 || body[0] != '{' {
 		return result
 	}
-	meta := map[string]json.RawMessage{}
-	json.Unmarshal(obj["_meta"], &meta)
-	meta["dev.lush/decision"], _ = json.Marshal(decisionMeta(v))
-	obj["_meta"], _ = json.Marshal(meta)
+	meta, _ := json.Marshal(map[string]any{"dev.lush/decision": decisionMeta(v)})
+	if !bytes.Contains(body, []byte(`"_meta"`)) {
+		rest := bytes.TrimSpace(body[1:])
+		out := make([]byte, 0, len(body)+len(meta)+12)
+		out = append(append(out, `{"_meta":`...), meta...)
+		if rest[0] != '}' {
+			out = append(out, ',')
+		}
+		return append(out, rest...)
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(body, &obj) != nil {
+		return result
+	}
+	merged := map[string]json.RawMessage{}
+	json.Unmarshal(obj["_meta"], &merged)
+	merged["dev.lush/decision"], _ = json.Marshal(decisionMeta(v))
+	obj["_meta"], _ = json.Marshal(merged)
 	out, err := json.Marshal(obj)
 	if err != nil {
 		return result

@@ -110,7 +110,7 @@ func (c Config) Validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
-	if len(c.JWT) == 0 && len(c.APIKeys) == 0 && c.Proxy == nil && c.Dev == nil && c.Delegation == nil {
+	if !c.Configured() {
 		add("auth", "no authentication method configured: add jwt, api_keys, trusted_proxy, delegation or (for local development) dev")
 	}
 
@@ -379,4 +379,15 @@ func (c Config) DelegationAudience() string {
 		return c.Delegation.Audience
 	}
 	return DefaultDelegationAudience
+}
+
+// Configured reports whether any authentication method is configured.
+func (c Config) Configured() bool {
+	return c.AuthenticatesPeople() || c.Dev != nil || c.Delegation != nil
+}
+
+// AuthenticatesPeople reports whether callers can prove who they are (JWT, API keys, a trusted
+// proxy), as opposed to dev mode's fixed principal and agentd's delegation tokens.
+func (c Config) AuthenticatesPeople() bool {
+	return len(c.JWT) > 0 || len(c.APIKeys) > 0 || c.Proxy != nil
 }

@@ -130,3 +130,43 @@ func TestGeminiErrors(t *testing.T) {
 		t.Error("the API key leaked into the answer")
 	}
 }
+
+// Neither the model's API key nor a delegation token (a JWS: "eyJ…") reaches the logs, the
+// decision log or the spans, through a whole orchestrator → researcher run.
+func TestSecretsStayOut(t *testing.T) {
+	srv := geminiserver.New(geminiKey, geminiserver.WithRouter(geminiserver.RouteBySystemPrefix("Coordinates", "Finds")))
+	t.Cleanup(srv.Close)
+	srv.PushFor("Coordinates",
+		geminiserver.Turn{Calls: []geminiserver.Call{{Name: "researcher", Args: map[string]any{"message": "Q3?"}}}},
+		geminiserver.Turn{Text: "done"})
+	srv.PushFor("Finds",
+		geminiserver.Turn{Calls: []geminiserver.Call{{Name: "echo", Args: map[string]any{"text": "Q3"}}}},
+		geminiserver.Turn{Text: "Q3 is fine"})
+	m, err := gemini.New(context.Background(), gemini.Config{APIKey: geminiKey, BaseURL: srv.URL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := start(t, harnessOpts{model: m})
+	if code, res, body := h.chat("orchestrator", aliceKey, "go"); code != 200 || res.Status != "ok" {
+		t.Fatalf("chat: %d %s", code, body)
+	}
+	var everything strings.Builder
+	everything.WriteString(h.logs.String())
+	for _, r := range h.decisions() {
+		b, _ := json.Marshal(r)
+		everything.Write(b)
+	}
+	for _, s := range h.spans.Ended() {
+		for _, a := range s.Attributes() {
+			everything.WriteString(a.Value.String())
+		}
+	}
+	if everything.Len() < 1000 {
+		t.Fatalf("too little was captured to be a check (%d bytes)", everything.Len())
+	}
+	for _, secret := range []string{geminiKey, "eyJ", aliceKey} {
+		if strings.Contains(everything.String(), secret) {
+			t.Errorf("%q appears in the logs, decision log or spans", secret)
+		}
+	}
+}

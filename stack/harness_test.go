@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -23,6 +24,7 @@ import (
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/syncbuf"
 	"github.com/lush-agents/lush/stack"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
@@ -161,6 +163,7 @@ type harness struct {
 	spans *tracetest.SpanRecorder
 	log   string // decision log path
 	hash  string
+	logs  *syncbuf.Buffer // the stack's own log output (debug level)
 }
 
 type harnessOpts struct {
@@ -181,7 +184,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 		}
 		o.model = m
 	}
-	h := &harness{t: t, rec: rec, spans: tracetest.NewSpanRecorder(), log: filepath.Join(t.TempDir(), "decisions.db")}
+	h := &harness{t: t, rec: rec, spans: tracetest.NewSpanRecorder(), log: filepath.Join(t.TempDir(), "decisions.db"), logs: &syncbuf.Buffer{}}
+	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
 	cfg := gateway.Config{Listen: "127.0.0.1:0", DecisionLog: h.log, Auth: identity.Config{APIKeys: []identity.APIKeyConfig{
@@ -192,7 +196,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		o.gw(&cfg)
 	}
 	ctx := context.Background()
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: o.agents, Model: o.model, Tracer: tp})
+	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: o.agents, Model: o.model, Tracer: tp, Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

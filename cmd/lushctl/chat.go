@@ -115,11 +115,9 @@ func runChat(cmd *cobra.Command, agent, dir string, f *chatFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := gateway.Config{}
-	if f.config != "" {
-		if cfg, err = gateway.LoadConfig(f.config); err != nil {
-			return usage("%v", err)
-		}
+	cfg, err := loadGatewayConfig(f.config)
+	if err != nil {
+		return err
 	}
 	gf := gatewayFlags{liveWrites: f.liveWrites, decisionLog: f.decisionLog, nodePrefix: f.nodePrefix}
 	if err := gf.apply(&cfg, dir); err != nil {

@@ -98,16 +98,14 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := gateway.Config{}
-	if f.config != "" {
-		if cfg, err = gateway.LoadConfig(f.config); err != nil {
-			return usage("%v", err)
-		}
+	cfg, err := loadGatewayConfig(f.config)
+	if err != nil {
+		return err
 	}
 	if err := f.apply(&cfg, dir); err != nil {
 		return err
 	}
-	if cfg.Auth.JWT == nil && cfg.Auth.APIKeys == nil && cfg.Auth.Proxy == nil && cfg.Auth.Dev == nil && cfg.Auth.Delegation == nil {
+	if !cfg.Auth.Configured() {
 		return usage("no authentication is configured: pass --dev for local development, or configure auth: in --config (docs/gateway.md)")
 	}
 
@@ -198,6 +196,18 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
 	defer cancel()
 	return srv.Shutdown(shutdown)
+}
+
+// loadGatewayConfig reads the gateway config file, if one is named; a bad file is a usage error.
+func loadGatewayConfig(path string) (gateway.Config, error) {
+	if path == "" {
+		return gateway.Config{}, nil
+	}
+	cfg, err := gateway.LoadConfig(path)
+	if err != nil {
+		return cfg, usage("%v", err)
+	}
+	return cfg, nil
 }
 
 // waitUpstreams gives the build's MCP servers time to start (npx may take seconds), so that the

@@ -84,13 +84,11 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	if err != nil {
 		return err
 	}
-	cfg := gateway.Config{}
-	if f.config != "" {
-		if cfg, err = gateway.LoadConfig(f.config); err != nil {
-			return usage("%v", err)
-		}
+	cfg, err := loadGatewayConfig(f.config)
+	if err != nil {
+		return err
 	}
-	if cfg.Auth.JWT == nil && cfg.Auth.APIKeys == nil && cfg.Auth.Proxy == nil {
+	if !cfg.Auth.AuthenticatesPeople() {
 		f.dev = true // development: requests without credentials act as the dev principal
 	}
 	if err := f.apply(&cfg, dir); err != nil {

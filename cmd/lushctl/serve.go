@@ -76,14 +76,12 @@ func readServeEnv() (*serveEnv, error) {
 	e := &serveEnv{project: envOr("LUSH_PROJECT", "."), build: os.Getenv("LUSH_BUILD"), configFile: os.Getenv("LUSH_CONFIG"),
 		traceBackend: envOr("TRACE_BACKEND", "sqlite"), logLevel: envOr("LOG_LEVEL", "info"),
 		model: modelConfig{provider: os.Getenv("LUSH_MODEL_PROVIDER"), scripts: os.Getenv("LUSH_SCRIPTS")}}
-	if e.configFile != "" {
-		cfg, err := gateway.LoadConfig(e.configFile)
-		if err != nil {
-			return nil, usage("LUSH_CONFIG: %v", err)
-		}
-		e.cfg = cfg
+	cfg, err := loadGatewayConfig(e.configFile) // its errors name the file
+	if err != nil {
+		return nil, err
 	}
-	if e.cfg.Auth.JWT == nil && e.cfg.Auth.APIKeys == nil && e.cfg.Auth.Proxy == nil && e.cfg.Auth.Dev == nil {
+	e.cfg = cfg
+	if !e.cfg.Auth.AuthenticatesPeople() && e.cfg.Auth.Dev == nil {
 		return nil, usage("no authentication is configured: set LUSH_CONFIG to a gateway config with an auth: section (docs/running.md)")
 	}
 	port := envOr("PORT", "8080")

@@ -13,6 +13,8 @@
 //
 // Each invocation replays the script from its first turn: the turn played is the number of model
 // turns since the caller's last message, so scripts are stateless and safe to run concurrently.
+// The script is read again on every turn, so an edit takes effect at the next turn (lushctl run
+// needs no restart); it is a demo provider, and the read costs far less than the tool calls.
 // In text and in string arguments, {{message}} is the caller's message and {{result}} the text of
 // the last tool result. Token counts are the turn's usage when it gives one, and otherwise an
 // estimate (a token per four characters): do not bill by them.
