@@ -26,7 +26,7 @@ FUZZTIME     ?= 30s
 BENCH        ?= .
 BENCHCOUNT   ?= 6
 
-.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool clean help
+.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool postgres clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -56,7 +56,16 @@ $(TOOLS)/bin/staticcheck:
 $(TOOLS)/bin/benchstat:
 	GOBIN=$(TOOLS)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
-test: node-tools opa-tool vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
+# PostgreSQL for the tests that need a real server (internal/pgtest): Debian's postgresql
+# package, installed only when initdb is neither on PATH nor in /usr/lib/postgresql/*/bin.
+postgres: ## install PostgreSQL (apt-get) for the database tests, unless it is there
+	@if command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then exit 0; fi; \
+	command -v apt-get >/dev/null || { echo "PostgreSQL is missing: install it (initdb, pg_ctl) with your package manager"; exit 1; }; \
+	sudo=; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
+	echo "installing postgresql: $${sudo:+sudo }apt-get install -y --no-install-recommends postgresql"; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql
+
+test: node-tools opa-tool postgres vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) mod tidy -diff
 

@@ -128,8 +128,15 @@ func (b *build) manifest() *manifest.Manifest {
 	}
 
 	for _, lp := range b.p.Loops {
-		m.Loops = append(m.Loops, manifest.Loop{Name: lp.Name.Value, Schedule: lp.Schedule.Value, Agent: lp.Agent.Value,
-			RunAs: lp.RunAs.Value, Instruction: lp.Instruction.Value, ACL: sortedACL(lp.ACL)})
+		ml := manifest.Loop{Name: lp.Name.Value, Schedule: lp.Schedule.Value, Agent: lp.Agent.Value,
+			RunAs: lp.RunAs.Value, Instruction: lp.Instruction.Value, ACL: sortedACL(lp.ACL),
+			Concurrency: lp.Concurrency.Value, Overlap: lp.Overlap.Value,
+			TimeoutMS: lp.Timeout.Value.Milliseconds(), PhaseMS: lp.Phase.Value.Milliseconds()}
+		if lp.CatchUp.Set() {
+			ms := lp.CatchUp.Value.Milliseconds()
+			ml.CatchUpMS = &ms
+		}
+		m.Loops = append(m.Loops, ml)
 	}
 	slices.SortFunc(m.Loops, func(a, b manifest.Loop) int { return strings.Compare(a.Name, b.Name) })
 

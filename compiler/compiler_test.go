@@ -6,6 +6,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"io/fs"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 
@@ -212,6 +214,111 @@ func TestManifestContent(t *testing.T) {
 	if _, err := manifest.Decode([]byte(tampered), res.Hash); err == nil {
 		t.Error("a tampered manifest decoded")
 	}
+}
+
+func TestLoopSchedulingFields(t *testing.T) {
+	dir := t.TempDir()
+	copyTree(t, quickstart, dir, false)
+	writeFile(t, dir, "loops/ticker.yaml", `name: ticker
+schedule: "@every 3m"
+phase: 1m
+concurrency: 2
+overlap: queue
+timeout: 90s
+catch_up: 1h
+agent: notifier
+run_as: serviceaccount:digest-bot
+instruction: Tick.
+`)
+	writeFile(t, dir, "loops/no-replay.yaml", `name: no-replay
+schedule: "@hourly"
+catch_up: 0s
+agent: notifier
+run_as: serviceaccount:digest-bot
+instruction: Tock.
+`)
+	res := build(t, dir)
+	m := res.Manifest
+	find := func(name string) manifest.Loop {
+		t.Helper()
+		for _, l := range m.Loops {
+			if l.Name == name {
+				return l
+			}
+		}
+		t.Fatalf("no loop %q in %+v", name, m.Loops)
+		return manifest.Loop{}
+	}
+
+	ticker := find("ticker")
+	if ticker.Concurrency != 2 || ticker.Overlap != "queue" || ticker.TimeoutMS != 90_000 || ticker.PhaseMS != 60_000 ||
+		ticker.CatchUpMS == nil || *ticker.CatchUpMS != 3_600_000 {
+		t.Errorf("ticker = %+v", ticker)
+	}
+	sched, err := ticker.Parsed()
+	if err != nil {
+		t.Fatal(err)
+	}
+	midnight := time.Date(2026, 11, 20, 0, 0, 0, 0, time.UTC)
+	if got := sched.Between(midnight, midnight.Add(7*time.Minute), 10); len(got) != 3 ||
+		!got[0].Equal(midnight.Add(time.Minute)) || !got[1].Equal(midnight.Add(4*time.Minute)) || !got[2].Equal(midnight.Add(7*time.Minute)) {
+		t.Errorf("ticker firings = %v", got)
+	}
+
+	// catch_up: 0s is kept, and distinct from an absent catch_up.
+	if nr := find("no-replay"); nr.CatchUpMS == nil || *nr.CatchUpMS != 0 || nr.Concurrency != 0 || nr.Overlap != "" || nr.TimeoutMS != 0 || nr.PhaseMS != 0 {
+		t.Errorf("no-replay = %+v", nr)
+	}
+	if v, ok := loopJSON(t, res.ManifestJSON, "no-replay")["catch_up_ms"]; !ok || v != 0.0 {
+		t.Errorf("no-replay catch_up_ms in the manifest = %v, %v", v, ok)
+	}
+
+	// Loops that leave the fields out have the zero values, and the manifest omits them.
+	hourly := find("hourly-notes")
+	if hourly.Concurrency != 0 || hourly.Overlap != "" || hourly.TimeoutMS != 0 || hourly.CatchUpMS != nil || hourly.PhaseMS != 0 {
+		t.Errorf("hourly-notes = %+v", hourly)
+	}
+	if s, err := hourly.Parsed(); err != nil || s.String() != "@hourly" {
+		t.Errorf("hourly-notes Parsed() = %v, %v", s, err)
+	}
+	plain := build(t, quickstart).ManifestJSON
+	for _, name := range []string{"hourly-notes", "weekday-digest"} {
+		for _, key := range []string{"concurrency", "overlap", "timeout_ms", "catch_up_ms", "phase_ms"} {
+			if _, ok := loopJSON(t, plain, name)[key]; ok {
+				t.Errorf("loop %s has %q in the manifest, but its spec does not set it", name, key)
+			}
+		}
+	}
+
+	// A phase the schedule cannot take fails the build at the phase.
+	bad := t.TempDir()
+	copyTree(t, quickstart, bad, false)
+	appendYAML(t, bad, "loops/hourly-notes.yaml", "phase: 1m\n")
+	res, err = compiler.Build(context.Background(), bad, compiler.Offline(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := render(res.Diagnostics); res.OK() || !strings.Contains(got, `phase applies only to @every schedules, not to "@hourly"`) {
+		t.Errorf("build ok %v:\n%s", res.OK(), got)
+	}
+}
+
+// loopJSON returns the named loop of an encoded manifest as a JSON object.
+func loopJSON(t *testing.T, data []byte, name string) map[string]any {
+	t.Helper()
+	var m struct {
+		Loops []map[string]any `json:"loops"`
+	}
+	if err := json.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.Loops {
+		if l["name"] == name {
+			return l
+		}
+	}
+	t.Fatalf("no loop %q in the manifest", name)
+	return nil
 }
 
 func TestBundleIsStandardOPA(t *testing.T) {

@@ -144,7 +144,31 @@ echo "The decisions of that chat: two invocations (agentd), the researcher's rea
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action agent/invoke --oldest
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action tools/call --oldest
 
-step "8. The decision log: every call, who made it, what was decided and what happened"
+step "8. Loops: lushctl run fires them on schedule; trigger one now, read its history"
+echo "The quickstart served by lushctl run (gateway, agents and the scheduler on one port), as olga of"
+echo "group:ops, who holds execute on the hourly-notes loop. The loop runs the notifier as the digest bot;"
+echo "its post_note is a write, so it is stubbed:"
+rm -f ready
+"$LUSHCTL" run quickstart --provider scripted --listen 127.0.0.1:0 --ready-file ready --log-level warn \
+  --dev-principal user:olga --dev-group group:ops > run.log 2>&1 &
+gateway_pid=$!
+for _ in $(seq 1 300); do
+  [ -s ready ] && break
+  kill -0 "$gateway_pid" 2>/dev/null || { cat run.log; exit 1; }
+  sleep 0.1
+done
+[ -s ready ] || { echo "lushctl run did not start"; cat run.log; exit 1; }
+export LUSH_URL="http://$(cat ready)"
+show "$LUSHCTL" loop list
+show "$LUSHCTL" loop trigger hourly-notes
+show "$LUSHCTL" loop history hourly-notes
+stop_gateway
+unset LUSH_URL
+echo
+echo "Who may trigger it is policy: carol (group:contractors) may not, and the decision says why:"
+show "$LUSHCTL" policy eval quickstart --loop hourly-notes --principal user:carol --group group:contractors
+
+step "9. The decision log: every call, who made it, what was decided and what happened"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 
 printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"

@@ -35,6 +35,8 @@ const (
 	MethodProxy      Method = "proxy"
 	MethodDev        Method = "dev"
 	MethodDelegation Method = "delegation"
+	// MethodSchedule is a loop firing: the scheduler acts as the loop's run_as service account.
+	MethodSchedule Method = "schedule"
 )
 
 // Caller is an authenticated caller.

@@ -13,6 +13,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"time"
+
+	"github.com/lush-agents/lush/schedule"
 )
 
 // Schema identifies this version of the manifest format.
@@ -78,7 +81,8 @@ type ACLEntry struct {
 	Role      string `json:"role"`
 }
 
-// Loop is a resolved loop spec.
+// Loop is a resolved loop spec. The optional fields are omitted when the spec leaves them out,
+// and their zero values mean the defaults.
 type Loop struct {
 	Name        string     `json:"name"`
 	Schedule    string     `json:"schedule"`
@@ -86,6 +90,29 @@ type Loop struct {
 	RunAs       string     `json:"run_as"`
 	Instruction string     `json:"instruction"`
 	ACL         []ACLEntry `json:"acl"`
+	Concurrency int        `json:"concurrency,omitempty"` // firings that may run at once; 0 means 1
+	Overlap     string     `json:"overlap,omitempty"`     // skip or queue a firing due at the concurrency limit; "" means skip
+	TimeoutMS   int64      `json:"timeout_ms,omitempty"`  // wall-clock limit of one firing; 0 means none set
+	CatchUpMS   *int64     `json:"catch_up_ms,omitempty"` // how old a missed firing may be and still run; nil means the scheduler's default, 0 never
+	PhaseMS     int64      `json:"phase_ms,omitempty"`    // offset of an @every schedule's firings from the epoch grid
+}
+
+// Parsed parses the loop's schedule and applies its phase.
+func (l Loop) Parsed() (*schedule.Schedule, error) {
+	s, err := schedule.Parse(l.Schedule)
+	if err != nil {
+		return nil, fmt.Errorf("loop %q: schedule %q: %w", l.Name, l.Schedule, err)
+	}
+	if l.PhaseMS != 0 {
+		p := time.Duration(l.PhaseMS) * time.Millisecond
+		if p/time.Millisecond != time.Duration(l.PhaseMS) {
+			return nil, fmt.Errorf("loop %q: phase_ms %d is out of range", l.Name, l.PhaseMS)
+		}
+		if s, err = s.WithPhase(p); err != nil {
+			return nil, fmt.Errorf("loop %q: %w", l.Name, err)
+		}
+	}
+	return s, nil
 }
 
 // Tool is every tool reference some agent allowlists, with how to reach it and its classes.

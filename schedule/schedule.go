@@ -3,6 +3,12 @@
 // as in Vixie cron), descriptors (@yearly, @monthly, @weekly, @daily, @hourly), @every <duration>,
 // and an optional CRON_TZ=<zone> prefix. Parsing is done by github.com/netresearch/go-cron, the
 // maintained fork of robfig/cron; this package is the one place Lush calls it.
+//
+// @every is anchored, not relative: the firings of "@every d" with phase p (see WithPhase) are
+// exactly the instants Unix epoch + p + k·d for integer k, whenever and wherever Next is asked.
+// Scheduler replicas and restarts therefore agree on every firing instant, which makes the
+// instant usable as a key to deduplicate firings. Intervals and phases are whole seconds, so
+// every @every firing falls on a whole second. A CRON_TZ prefix does not move @every firings.
 package schedule
 
 import (
@@ -16,19 +22,81 @@ import (
 // MaxLen bounds the length of a schedule expression.
 const MaxLen = 256
 
+// MinEvery is the shortest @every interval.
+const MinEvery = time.Second
+
 var parser = cron.MustNewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor | cron.DowOrDom)
 
-// Schedule is a parsed schedule.
+// Schedule is a parsed schedule. It is immutable; WithPhase returns a new one.
 type Schedule struct {
-	expr string
-	s    cron.Schedule
+	expr  string
+	s     cron.Schedule // cron expressions and descriptors; nil for @every
+	every time.Duration // the interval of @every, a whole number of seconds; 0 otherwise
+	phase time.Duration // the offset of @every firings from the epoch grid, in [0, every)
 }
 
 // String returns the expression the schedule was parsed from.
 func (s *Schedule) String() string { return s.expr }
 
-// Next returns the first firing strictly after t.
-func (s *Schedule) Next(t time.Time) time.Time { return s.s.Next(t) }
+// Every returns the interval of an @every schedule (whatever its CRON_TZ prefix), and false for
+// any other schedule.
+func (s *Schedule) Every() (time.Duration, bool) { return s.every, s.every > 0 }
+
+// WithPhase returns a copy of an @every schedule whose firings are offset by p from the epoch
+// grid: the firings of "@every d" with phase p are the instants Unix epoch + p + k·d. p must be a
+// whole number of seconds with 0 <= p < d; other schedules take no phase.
+func (s *Schedule) WithPhase(p time.Duration) (*Schedule, error) {
+	if s.every == 0 {
+		return nil, fmt.Errorf("a phase applies only to @every schedules, not to %q: remove the phase, or write an interval such as \"@every 15m\"", s.expr)
+	}
+	if p < 0 || p >= s.every {
+		return nil, fmt.Errorf("phase %s is outside the interval of %q: write a phase from 0s up to (not including) %s", FormatDuration(p), s.expr, FormatDuration(s.every))
+	}
+	if p%time.Second != 0 {
+		return nil, fmt.Errorf("phase %s is not a whole number of seconds: write e.g. %s", p, FormatDuration(p.Truncate(time.Second)))
+	}
+	c := *s
+	c.phase = p
+	return &c, nil
+}
+
+// Next returns the first firing strictly after t, in t's location. For @every it is the first
+// anchored instant (see the package documentation) after t. For a cron expression that never
+// fires (such as "0 0 30 2 *") it returns the zero time.
+func (s *Schedule) Next(t time.Time) time.Time {
+	if s.every == 0 {
+		return s.s.Next(t)
+	}
+	// Whole seconds throughout: t.Unix() is floor(t), and an anchored instant after floor(t)
+	// is also after t, because instants are whole seconds.
+	d, p := int64(s.every/time.Second), int64(s.phase/time.Second)
+	k := floorDiv(t.Unix()-p, d)
+	return time.Unix((k+1)*d+p, 0).In(t.Location())
+}
+
+// Between returns the firings in (after, through], earliest first, at most max of them (the
+// earliest max). It returns nil when there are none or max <= 0.
+func (s *Schedule) Between(after, through time.Time, max int) []time.Time {
+	var out []time.Time
+	for t := after; len(out) < max; {
+		next := s.Next(t)
+		if next.IsZero() || next.After(through) || !next.After(t) {
+			break
+		}
+		out = append(out, next)
+		t = next
+	}
+	return out
+}
+
+// floorDiv is a/b rounded towards negative infinity, for b > 0.
+func floorDiv(a, b int64) int64 {
+	q := a / b
+	if a%b != 0 && a < 0 {
+		q--
+	}
+	return q
+}
 
 // Parse parses a schedule expression. A malformed expression is an error, never a panic.
 func Parse(expr string) (sched *Schedule, err error) {
@@ -46,6 +114,13 @@ func Parse(expr string) (sched *Schedule, err error) {
 			return nil, fmt.Errorf("unknown time zone %q (use an IANA name such as Europe/Berlin)", name)
 		}
 		body = strings.TrimSpace(rest)
+	}
+	if rest, ok := strings.CutPrefix(body, "@every "); ok {
+		every, err := parseEvery(body, strings.TrimSpace(rest))
+		if err != nil {
+			return nil, err
+		}
+		return &Schedule{expr: expr, every: every}, nil
 	}
 	if !strings.HasPrefix(body, "@") {
 		if n := len(strings.Fields(body)); n != 5 {
@@ -65,4 +140,30 @@ func Parse(expr string) (sched *Schedule, err error) {
 		return nil, err
 	}
 	return &Schedule{expr: expr, s: s}, nil
+}
+
+// parseEvery parses the duration of "@every <d>" (body is the whole descriptor, for messages).
+func parseEvery(body, d string) (time.Duration, error) {
+	every, err := time.ParseDuration(d)
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s: %q is not a duration: write one such as 90s, 15m or 1h30m", body, d)
+	case every < MinEvery:
+		return 0, fmt.Errorf("%s: the shortest interval is %s", body, MinEvery)
+	case every%time.Second != 0:
+		return 0, fmt.Errorf("%s: the interval must be a whole number of seconds, such as %s", body, FormatDuration(every.Truncate(time.Second)))
+	}
+	return every, nil
+}
+
+// FormatDuration formats a duration the way people write one: 3m rather than 3m0s.
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -41,6 +41,9 @@ func FuzzParseLoop(f *testing.F) {
 	f.Add([]byte("name: l\nschedule: \"0 9 * * *\"\nagent: a\nrun_as: serviceaccount:b\ninstruction: go\n"))
 	f.Add([]byte("schedule: \"CRON_TZ=Nowhere/Zone @every 1s\"\n"))
 	f.Add([]byte("schedule: \"@every -1s\"\n"))
+	f.Add([]byte("name: l\nschedule: \"@every 3m\"\nagent: a\nrun_as: serviceaccount:b\ninstruction: go\nconcurrency: 2\noverlap: queue\ntimeout: 10m\ncatch_up: 0s\nphase: 1m\n"))
+	f.Add([]byte("phase: 3m\nschedule: \"@every 3m\"\ntimeout: 1500us\ncatch_up: -1h\nconcurrency: 0\n"))
+	f.Add([]byte("schedule: \"@hourly\"\nphase: 1m\ntimeout: 10\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var l diag.List
 		lp := ParseLoop("loops/l.yaml", "l", data, &l)

@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,7 +24,7 @@ var (
 	namedToolFields  = []string{"name", "access", "risk"}
 	classFields      = []string{"access", "risk"}
 	aclFields        = []string{"principal", "role"}
-	loopFields       = []string{"name", "schedule", "agent", "run_as", "instruction", "acl"}
+	loopFields       = []string{"name", "schedule", "agent", "run_as", "instruction", "acl", "concurrency", "overlap", "timeout", "catch_up", "phase"}
 	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization"}
 	serviceAcctField = []string{"name", "description"}
 	serverFields     = []string{"url", "transport", "args", "env", "timeout"}
@@ -277,6 +278,7 @@ func ParseLoop(file, name string, data []byte, l *diag.List) *Loop {
 		return nil
 	}
 	lp := &Loop{File: file}
+	var sched *schedule.Schedule
 	ok := d.fields(root, "loop spec", loopFields, []string{"name", "schedule", "agent", "run_as", "instruction"}, func(k string, v *yaml.Node) {
 		switch k {
 		case "name":
@@ -284,7 +286,7 @@ func ParseLoop(file, name string, data []byte, l *diag.List) *Loop {
 		case "schedule":
 			if s, ok := d.str(v, "schedule"); ok {
 				lp.Schedule = s
-				d.checkSchedule(s)
+				sched = d.checkSchedule(s)
 			}
 		case "agent":
 			if s, ok := d.str(v, "agent"); ok {
@@ -299,19 +301,112 @@ func ParseLoop(file, name string, data []byte, l *diag.List) *Loop {
 			lp.Instruction, _ = d.str(v, "instruction")
 		case "acl":
 			lp.ACL = d.acl(v, LoopRoles)
+		case "concurrency":
+			lp.Concurrency = d.concurrency(v)
+		case "overlap":
+			lp.Overlap, _ = d.enum(v, "overlap", OverlapModes)
+		case "timeout":
+			lp.Timeout, _ = d.loopDuration(v, "timeout", true, MaxLoopTimeout,
+				"write how long one firing may run, such as 90s, 10m or 1h30m")
+		case "catch_up":
+			lp.CatchUp, _ = d.loopDuration(v, "catch_up", false, 0,
+				"write how old a missed firing may be and still run, such as 1h, or 0s to never run missed firings")
+		case "phase":
+			lp.Phase, _ = d.loopDuration(v, "phase", false, 0,
+				`write the offset of the firings within the interval, such as 1m for schedule: "@every 3m"`)
 		}
 	})
 	if !ok {
 		return nil
 	}
+	if lp.Phase.Set() && sched != nil {
+		d.checkPhase(lp.Phase, sched)
+	}
 	return lp
 }
 
-func (d *decoder) checkSchedule(s Scalar[string]) {
-	if _, err := schedule.Parse(s.Value); err != nil {
+// checkSchedule reports an invalid schedule and returns the parsed one, or nil.
+func (d *decoder) checkSchedule(s Scalar[string]) *schedule.Schedule {
+	sched, err := schedule.Parse(s.Value)
+	if err != nil {
 		d.l.ErrorHint(s.Pos, "invalid-schedule", `write 5 fields (minute hour day-of-month month day-of-week) such as "0 9 * * *", or @hourly, @daily, @every 15m`,
 			"schedule %q is not valid: %v", s.Value, err)
+		return nil
 	}
+	return sched
+}
+
+// checkPhase reports a phase that the loop's schedule cannot take: phase applies to @every
+// schedules only, is a whole number of seconds and is shorter than the interval.
+func (d *decoder) checkPhase(p Scalar[time.Duration], sched *schedule.Schedule) {
+	every, ok := sched.Every()
+	switch {
+	case !ok:
+		d.l.ErrorHint(p.Pos, "invalid-field", `remove phase:, or use an interval schedule such as schedule: "@every 15m"`,
+			"phase applies only to @every schedules, not to %q", sched.String())
+	case p.Value >= every:
+		d.l.ErrorHint(p.Pos, "invalid-value", fmt.Sprintf("write a phase from 0s up to (not including) %s", schedule.FormatDuration(every)),
+			"phase %s is not shorter than the interval of %q", schedule.FormatDuration(p.Value), sched.String())
+	case p.Value%time.Second != 0:
+		d.l.ErrorHint(p.Pos, "invalid-value", "write e.g. "+schedule.FormatDuration(p.Value.Truncate(time.Second)),
+			"phase %s is not a whole number of seconds", p.Value)
+	default:
+		if _, err := sched.WithPhase(p.Value); err != nil {
+			d.l.Errorf(p.Pos, "invalid-value", "%v", err)
+		}
+	}
+}
+
+// concurrency decodes a loop's concurrency, a whole number from 1 to MaxLoopConcurrency.
+func (d *decoder) concurrency(n *yaml.Node) Scalar[int] {
+	hint := fmt.Sprintf("write how many firings of this loop may run at once, from 1 (the default) to %d", MaxLoopConcurrency)
+	r := d.resolve(n)
+	if r == nil {
+		return Scalar[int]{}
+	}
+	if r.Kind != yaml.ScalarNode || (r.Tag != "!!int" && r.Tag != "!!float") {
+		d.l.ErrorHint(d.at(r), "wrong-type", hint, "concurrency must be a whole number, not %s", kindName(r))
+		return Scalar[int]{}
+	}
+	v, err := strconv.ParseInt(r.Value, 0, 64)
+	if r.Tag != "!!int" || err != nil || v < 1 || v > MaxLoopConcurrency {
+		d.l.ErrorHint(d.at(r), "invalid-value", hint, "concurrency %s is not a whole number from 1 to %d", r.Value, MaxLoopConcurrency)
+		return Scalar[int]{}
+	}
+	return Scalar[int]{Value: int(v), Pos: d.at(r)}
+}
+
+// loopDuration decodes a Go duration such as "90s" or "10m" that is a whole number of
+// milliseconds (the unit of the manifest), more than 0 if positive is set and at least 0
+// otherwise, and at most max if max > 0. hint says what to write instead of an invalid value.
+func (d *decoder) loopDuration(n *yaml.Node, what string, positive bool, max time.Duration, hint string) (Scalar[time.Duration], bool) {
+	if r := d.resolve(n); r == nil {
+		return Scalar[time.Duration]{}, false
+	} else if r.Kind == yaml.ScalarNode && (r.Tag == "!!int" || r.Tag == "!!float") {
+		d.l.ErrorHint(d.at(r), "wrong-type", fmt.Sprintf("write it with a unit, such as %ss or %sm", r.Value, r.Value),
+			"%s must be a duration, not a number", what)
+		return Scalar[time.Duration]{}, false
+	}
+	s, ok := d.str(n, what)
+	if !ok {
+		return Scalar[time.Duration]{}, false
+	}
+	v, err := time.ParseDuration(s.Value)
+	switch {
+	case err != nil:
+		d.l.ErrorHint(s.Pos, "invalid-value", hint, "%s %q is not a duration", what, s.Value)
+	case positive && v <= 0:
+		d.l.ErrorHint(s.Pos, "invalid-value", hint, "%s %q must be longer than 0s", what, s.Value)
+	case v < 0:
+		d.l.ErrorHint(s.Pos, "invalid-value", hint, "%s %q must not be negative", what, s.Value)
+	case max > 0 && v > max:
+		d.l.ErrorHint(s.Pos, "invalid-value", "write at most "+schedule.FormatDuration(max), "%s %q is longer than %s", what, s.Value, schedule.FormatDuration(max))
+	case v%time.Millisecond != 0:
+		d.l.ErrorHint(s.Pos, "invalid-value", "write e.g. "+schedule.FormatDuration(v.Truncate(time.Millisecond)), "%s %q is not a whole number of milliseconds", what, s.Value)
+	default:
+		return Scalar[time.Duration]{Value: v, Pos: s.Pos}, true
+	}
+	return Scalar[time.Duration]{}, false
 }
 
 // ParseProjectConfig parses lush.yaml.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/diag"
 )
@@ -193,6 +194,102 @@ func TestParseLoop(t *testing.T) {
 				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
 			}
 		})
+	}
+}
+
+const loopHead = "name: digest\nschedule: \"@every 3m\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n"
+
+func TestParseLoopOptionalFields(t *testing.T) {
+	var l diag.List
+	src := loopHead + "concurrency: 4\noverlap: queue\ntimeout: 10m\ncatch_up: 1h\nphase: 1m\n"
+	lp := ParseLoop("loops/digest.yaml", "digest", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	if lp.Concurrency.Value != 4 || lp.Overlap.Value != "queue" || lp.Timeout.Value != 10*time.Minute || lp.CatchUp.Value != time.Hour || lp.Phase.Value != time.Minute {
+		t.Errorf("loop = %+v", lp)
+	}
+	if lp.Phase.Pos != (diag.Pos{File: "loops/digest.yaml", Line: 10, Col: 8}) {
+		t.Errorf("phase pos = %v", lp.Phase.Pos)
+	}
+
+	// Absent fields are unset; catch_up: 0s is set, and distinct from absent.
+	l = diag.List{}
+	lp = ParseLoop("loops/digest.yaml", "digest", []byte(loopHead), &l)
+	if lp.Concurrency.Set() || lp.Overlap.Set() || lp.Timeout.Set() || lp.CatchUp.Set() || lp.Phase.Set() {
+		t.Errorf("absent fields are set: %+v", lp)
+	}
+	lp = ParseLoop("loops/digest.yaml", "digest", []byte(loopHead+"catch_up: 0s\n"), &l)
+	if !lp.CatchUp.Set() || lp.CatchUp.Value != 0 {
+		t.Errorf("catch_up: 0s = %+v", lp.CatchUp)
+	}
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+
+	// Each value at its bounds, and phase with a schedule that comes after it.
+	for _, src := range []string{
+		loopHead + "concurrency: 1\noverlap: skip\ntimeout: 1ms\ncatch_up: 2160h\nphase: 0s\n",
+		loopHead + "concurrency: 100\ntimeout: 24h\nphase: 2m59s\n",
+		"phase: 90s\nname: digest\nschedule: \"CRON_TZ=Europe/Berlin @every 2h\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n",
+	} {
+		l = diag.List{}
+		if lp := ParseLoop("loops/digest.yaml", "digest", []byte(src), &l); lp == nil || l.HasErrors() {
+			t.Errorf("%s\ndiagnostics:\n%s", src, render(&l))
+		}
+	}
+}
+
+func TestParseLoopOptionalFieldErrors(t *testing.T) {
+	const cron = "name: digest\nschedule: \"0 9 * * *\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: go\n"
+	tests := []struct{ name, src, want string }{
+		{"concurrency zero", loopHead + "concurrency: 0\n", `6:14 error invalid-value: concurrency 0 is not a whole number from 1 to 100 (write how many firings of this loop may run at once, from 1 (the default) to 100)`},
+		{"concurrency too high", loopHead + "concurrency: 101\n", `6:14 error invalid-value: concurrency 101 is not a whole number from 1 to 100`},
+		{"concurrency huge", loopHead + "concurrency: 99999999999999999999\n", `6:14 error invalid-value: concurrency 99999999999999999999 is not a whole number from 1 to 100`},
+		{"concurrency fraction", loopHead + "concurrency: 1.5\n", `6:14 error invalid-value: concurrency 1.5 is not a whole number from 1 to 100 (write how many`},
+		{"concurrency string", loopHead + "concurrency: many\n", `6:14 error wrong-type: concurrency must be a whole number, not a string`},
+		{"overlap", loopHead + "overlap: queu\n", `6:10 error invalid-value: overlap "queu" is not valid (did you mean "queue"? (one of: skip, queue))`},
+		{"overlap other", loopHead + "overlap: wait\n", `6:10 error invalid-value: overlap "wait" is not valid (use one of: skip, queue)`},
+		{"timeout not a duration", loopHead + "timeout: ten minutes\n", `6:10 error invalid-value: timeout "ten minutes" is not a duration (write how long one firing may run, such as 90s, 10m or 1h30m)`},
+		{"timeout number", loopHead + "timeout: 10\n", `6:10 error wrong-type: timeout must be a duration, not a number (write it with a unit, such as 10s or 10m)`},
+		{"timeout zero", loopHead + "timeout: 0s\n", `6:10 error invalid-value: timeout "0s" must be longer than 0s (write how long one firing may run, such as 90s, 10m or 1h30m)`},
+		{"timeout negative", loopHead + "timeout: -5m\n", `6:10 error invalid-value: timeout "-5m" must be longer than 0s`},
+		{"timeout too long", loopHead + "timeout: 25h\n", `6:10 error invalid-value: timeout "25h" is longer than 24h (write at most 24h)`},
+		{"timeout sub-millisecond", loopHead + "timeout: 1500us\n", `6:10 error invalid-value: timeout "1500us" is not a whole number of milliseconds (write e.g. 1ms)`},
+		{"catch_up negative", loopHead + "catch_up: -1h\n", `6:11 error invalid-value: catch_up "-1h" must not be negative (write how old a missed firing may be and still run, such as 1h, or 0s to never run missed firings)`},
+		{"catch_up not a duration", loopHead + "catch_up: true\n", `6:11 error wrong-type: catch_up must be a string, not a boolean`},
+		{"catch_up empty", loopHead + "catch_up:\n", `6:10 error wrong-type: catch_up must be a string, not nothing`},
+		{"phase negative", loopHead + "phase: -1m\n", `6:8 error invalid-value: phase "-1m" must not be negative`},
+		{"phase not a duration", loopHead + "phase: 1 tick\n", `6:8 error invalid-value: phase "1 tick" is not a duration (write the offset of the firings within the interval, such as 1m for schedule: "@every 3m")`},
+		{"phase equal to interval", loopHead + "phase: 3m\n", `6:8 error invalid-value: phase 3m is not shorter than the interval of "@every 3m" (write a phase from 0s up to (not including) 3m)`},
+		{"phase longer than interval", loopHead + "phase: 1h\n", `6:8 error invalid-value: phase 1h is not shorter than the interval of "@every 3m"`},
+		{"phase fraction of a second", loopHead + "phase: 1500ms\n", `6:8 error invalid-value: phase 1.5s is not a whole number of seconds (write e.g. 1s)`},
+		{"phase with cron", cron + "phase: 1m\n", `6:8 error invalid-field: phase applies only to @every schedules, not to "0 9 * * *" (remove phase:, or use an interval schedule such as schedule: "@every 15m")`},
+		{"phase with descriptor", "phase: 1m\n" + strings.Replace(cron, `"0 9 * * *"`, `"@hourly"`, 1), `1:8 error invalid-field: phase applies only to @every schedules, not to "@hourly"`},
+		{"unknown field", loopHead + "catchup: 1h\n", `6:1 error unknown-field: unknown field "catchup" in loop spec (did you mean "catch_up"?)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l diag.List
+			lp := ParseLoop("loops/digest.yaml", "digest", []byte(tt.src), &l)
+			got := render(&l)
+			if !strings.Contains(got, tt.want) {
+				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
+			}
+			if n := strings.Count(got, "\n"); n != 1 {
+				t.Errorf("%d diagnostics, want 1:\n%s", n, got)
+			}
+			if lp == nil {
+				t.Error("no loop")
+			}
+		})
+	}
+
+	// An invalid schedule is reported once; the phase is not checked against it.
+	var l diag.List
+	ParseLoop("loops/digest.yaml", "digest", []byte(strings.Replace(loopHead, "@every 3m", "@every 500ms", 1)+"phase: 1m\n"), &l)
+	if got := render(&l); strings.Count(got, "\n") != 1 || !strings.Contains(got, `2:11 error invalid-schedule: schedule "@every 500ms" is not valid: @every 500ms: the shortest interval is 1s`) {
+		t.Errorf("diagnostics:\n%s", got)
 	}
 }
 

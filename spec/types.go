@@ -38,6 +38,16 @@ var (
 	LoopRoles  = []string{"execute", "read"}
 )
 
+// OverlapModes are what happens to a loop firing that is due while the loop's concurrency limit
+// of firings is already running: skip it, or queue it until one finishes.
+var OverlapModes = []string{"skip", "queue"}
+
+// Limits of the loop fields.
+const (
+	MaxLoopConcurrency = 100
+	MaxLoopTimeout     = 24 * time.Hour
+)
+
 // CredentialTypes are the kinds of credential an MCP server can need.
 var CredentialTypes = []string{"oauth", "bearer", "api_key", "basic", "env"}
 
@@ -94,6 +104,13 @@ type Loop struct {
 	RunAs       Scalar[string]
 	Instruction Scalar[string]
 	ACL         []ACLEntry
+
+	// The fields below are optional; unset (Set() false) means the default.
+	Concurrency Scalar[int]           // firings that may run at once, 1 to MaxLoopConcurrency (default 1)
+	Overlap     Scalar[string]        // one of OverlapModes (default skip)
+	Timeout     Scalar[time.Duration] // wall-clock limit of one firing, up to MaxLoopTimeout
+	CatchUp     Scalar[time.Duration] // how old a missed firing may be and still run; set to 0 means never; unset means the scheduler's default
+	Phase       Scalar[time.Duration] // offset of an @every schedule's firings, in [0, interval)
 }
 
 // ProjectConfig is lush.yaml.

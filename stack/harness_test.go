@@ -25,6 +25,7 @@ import (
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/internal/syncbuf"
+	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/stack"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
@@ -33,6 +34,7 @@ import (
 const (
 	aliceKey = "alice-key-0123456789" // user:alice, group:eng: runs every agent, reads the test server, writes notes
 	carolKey = "carol-key-0123456789" // user:carol: may run the orchestrator and call lush://researcher, not run the researcher
+	daveKey  = "dave-key-01234567890" // user:dave: may do nothing
 )
 
 func sha(s string) string {
@@ -69,6 +71,16 @@ tools:
     tools: [echo, fail]
 acl:
   - {principal: group:eng, role: execute}
+  - {principal: serviceaccount:notes-bot, role: execute}
+`,
+		"loops/notes.yaml": `name: notes
+schedule: "@every 1h"
+agent: researcher
+run_as: serviceaccount:notes-bot
+instruction: Check the notes.
+acl:
+  - {principal: group:eng, role: execute}
+  - {principal: user:carol, role: read}
 `,
 		"agents/loopy/spec.yaml": `name: loopy
 model: gemini-2.5-flash
@@ -93,6 +105,8 @@ deny contains {"rule": rego.metadata.rule().custom.id, "message": "salaries are 
 }
 `,
 		"lush.yaml": `project: agentd-test
+service_accounts:
+  - name: notes-bot
 servers:
   mcp://tests.internal/mcp:
     url: ` + url + `
@@ -105,6 +119,7 @@ tool_grants:
   - tool: mcp://tests.internal/mcp
     grants:
       - {principal: group:eng, access: read}
+      - {principal: serviceaccount:notes-bot, access: read}
       - {principal: user:alice, access: write, tools: [write_note]}
   - tool: lush://researcher
     grants:
@@ -170,6 +185,8 @@ type harnessOpts struct {
 	model  model.Model
 	agents agentd.Config
 	gw     func(*gateway.Config)
+	// scheduler, when set, runs the scheduler on a SQLite store in a temporary directory.
+	scheduler bool
 }
 
 // start builds the test project and serves it with a stack on loopback.
@@ -191,12 +208,18 @@ func start(t testing.TB, o harnessOpts) *harness {
 	cfg := gateway.Config{Listen: "127.0.0.1:0", DecisionLog: h.log, Auth: identity.Config{APIKeys: []identity.APIKeyConfig{
 		{Name: "alice", SHA256: sha(aliceKey), Principal: "user:alice", Groups: []string{"group:eng"}},
 		{Name: "carol", SHA256: sha(carolKey), Principal: "user:carol"},
+		{Name: "dave", SHA256: sha(daveKey), Principal: "user:dave"},
 	}}}
 	if o.gw != nil {
 		o.gw(&cfg)
 	}
 	ctx := context.Background()
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: o.agents, Model: o.model, Tracer: tp, Logger: logger})
+	var sched *scheduler.Config
+	if o.scheduler {
+		sched = &scheduler.Config{Store: filepath.Join(t.TempDir(), "scheduler.db"), Poll: 50 * time.Millisecond}
+	}
+	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: o.agents, Model: o.model, Tracer: tp, Logger: logger,
+		Scheduler: sched})
 	if err != nil {
 		t.Fatal(err)
 	}

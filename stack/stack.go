@@ -1,5 +1,5 @@
-// Package stack assembles one Lush server process: the MCP gateway and agentd (and, once it
-// exists, the scheduler) behind one HTTP listener. They share one decision log, one
+// Package stack assembles one Lush server process: the MCP gateway, agentd and the scheduler
+// behind one HTTP listener. They share one decision log, one
 // authenticator, one delegation key and, for each deployed build, one policy engine.
 //
 // Routes:
@@ -7,6 +7,7 @@
 //	/gateway/agents/<name>/mcp   the gateway: the tools of agent <name> (also /sse, /message)
 //	/agents/<name>/...           agentd: chat, chat/stream, mcp (the agent as a tool), status
 //	/agents                      agentd: the agents the caller may invoke
+//	/loops, /loops/<name>/...    the scheduler: loops, their history, manual triggers
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
 //
@@ -34,6 +35,7 @@ import (
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/telemetry"
 )
 
@@ -42,7 +44,10 @@ type Config struct {
 	ProjectDir string         // where stdio servers and local tools run
 	Gateway    gateway.Config // listen address, auth, decision log, live writes, upstreams, ...
 	Agents     agentd.Config  // turn limit and timeout; the gateway URL is set by the stack
-	Model      model.Model
+	// Scheduler, when set, fires the build's loops (its store: SQLite, or PostgreSQL for
+	// replicas). Nil: loops do not fire in this process.
+	Scheduler *scheduler.Config
+	Model     model.Model
 	// DelegationKey signs the tokens agents and lush:// calls carry. Nil: a key is generated for
 	// this process (replicas that call each other need a shared one).
 	DelegationKey ed25519.PrivateKey
@@ -54,9 +59,10 @@ type Config struct {
 
 // Stack is a running server.
 type Stack struct {
-	Gateway *gateway.Gateway
-	Agents  *agentd.Server
-	Metrics *telemetry.Metrics
+	Gateway   *gateway.Gateway
+	Agents    *agentd.Server
+	Scheduler *scheduler.Scheduler // nil without Config.Scheduler
+	Metrics   *telemetry.Metrics
 
 	ln     net.Listener
 	srv    *http.Server
@@ -120,9 +126,22 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
 		return nil, err
 	}
+	if cfg.Scheduler != nil {
+		scfg := *cfg.Scheduler
+		scfg.Environment = gcfg.Environment
+		if s.Scheduler, err = scheduler.New(ctx, scfg, scheduler.Options{Invoker: scheduler.Agents(s.Agents), Auth: s.auth,
+			Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
+			return nil, err
+		}
+	}
+	onDeploy := func(m *manifest.Manifest, hash string, eng *authz.Engine) {
+		s.Agents.Deploy(m, hash, eng)
+		if s.Scheduler != nil {
+			s.Scheduler.Deploy(m, hash, eng)
+		}
+	}
 	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Log: s.log, Auth: s.auth, Metrics: s.Metrics,
-		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer,
-		OnDeploy: func(m *manifest.Manifest, hash string, eng *authz.Engine) { s.Agents.Deploy(m, hash, eng) }}); err != nil {
+		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer, OnDeploy: onDeploy}); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -132,12 +151,19 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	mux.Handle("GET /metrics", gw)
 	mux.Handle("/agents", s.Agents.Handler())
 	mux.Handle("/agents/", s.Agents.Handler())
+	if s.Scheduler != nil {
+		mux.Handle("/loops", s.Scheduler.Handler())
+		mux.Handle("/loops/", s.Scheduler.Handler())
+	}
 	if cfg.Traces != nil {
 		mux.Handle("/traces", s.authenticated(cfg.Traces))
 		mux.Handle("/traces/", s.authenticated(cfg.Traces))
 	}
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.srv.Serve(s.ln) }()
+	if s.Scheduler != nil {
+		s.Scheduler.Start()
+	}
 	return s, nil
 }
 
@@ -183,15 +209,32 @@ func (s *Stack) Deploy(ctx context.Context, m *manifest.Manifest, hash string, b
 // Served reports the HTTP server's end (an error other than http.ErrServerClosed is a failure).
 func (s *Stack) Served() <-chan error { return s.served }
 
-// Shutdown stops accepting requests, waits for those in flight (until ctx ends), and closes the
-// gateway's upstreams, agentd's streams and the decision log (which commits what it holds).
+// Shutdown stops the scheduler (loop runs in flight finish until ctx ends; the rest are given
+// back for the next start or another replica), stops accepting requests, waits for those in
+// flight (until ctx ends), and closes the gateway's upstreams, agentd's streams and the decision
+// log (which commits what it holds).
 func (s *Stack) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
+	var errs []error
+	if s.Scheduler != nil {
+		// Loop runs call the gateway through this server: they stop first, with two thirds of
+		// the grace, leaving the rest to the requests in flight.
+		sctx, cancel := ctx, context.CancelFunc(func() {})
+		if deadline, ok := ctx.Deadline(); ok {
+			sctx, cancel = context.WithDeadline(ctx, deadline.Add(-time.Until(deadline)/3))
+		}
+		errs = append(errs, s.Scheduler.Close(sctx))
+		cancel()
+		s.Scheduler = nil
+	}
+	errs = append(errs, s.srv.Shutdown(ctx))
 	s.close()
-	return err
+	return errors.Join(errs...)
 }
 
 func (s *Stack) close() {
+	if s.Scheduler != nil {
+		s.Scheduler.Close(context.Background())
+	}
 	if s.srv == nil && s.ln != nil {
 		s.ln.Close()
 	}

@@ -30,6 +30,9 @@ type Metrics struct {
 	InvocationLatency *prometheus.HistogramVec // lush_agent_invocation_duration_seconds{agent}
 	Tokens            *prometheus.CounterVec   // lush_agent_tokens_total{agent,model,kind}
 	AgentToolCalls    *prometheus.CounterVec   // lush_agent_tool_calls_total{agent,status}
+
+	LoopFirings *prometheus.CounterVec // lush_loop_firings_total{loop,status}
+	LoopLag     prometheus.Histogram   // lush_loop_firing_lag_seconds
 }
 
 // NewMetrics creates the metrics in a new registry, with the Go runtime and process collectors.
@@ -64,11 +67,17 @@ func NewMetrics() *Metrics {
 			Help: "Wall-clock time of agent invocations.", Buckets: prometheus.ExponentialBuckets(0.01, 2.5, 12)}, []string{"agent"}),
 		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tokens_total",
 			Help: "Model tokens used by agent invocations, by agent, model and kind (input, output)."}, []string{"agent", "model", "kind"}),
+		LoopFirings: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_loop_firings_total",
+			Help: "Loop firings that ended, by loop and status (succeeded, failed, timed_out, denied, skipped)."}, []string{"loop", "status"}),
+		LoopLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lush_loop_firing_lag_seconds",
+			Help:    "Time from a firing's scheduled instant to the start of its run.",
+			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300}}),
 		AgentToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tool_calls_total",
 			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
 		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
+		m.LoopFirings, m.LoopLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

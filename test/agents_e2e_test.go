@@ -96,7 +96,7 @@ func TestServeCommand(t *testing.T) {
 	}
 	hash := strings.TrimSpace(string(out))
 	port := freePort(t)
-	p := startProc(t, []string{fmt.Sprintf("PORT=%d", port), "LUSH_PROJECT=" + dir, "LUSH_BUILD=" + hash[:12],
+	p := startProc(t, []string{fmt.Sprintf("PORT=%d", port), "LUSH_LISTEN_HOST=127.0.0.1", "LUSH_PROJECT=" + dir, "LUSH_BUILD=" + hash[:12],
 		"LUSH_CONFIG=" + filepath.Join(dir, "gateway.yaml"), "LUSH_MODEL_PROVIDER=scripted", "TRACE_BACKEND=sqlite", "LOG_LEVEL=info"},
 		lushctlBin, "serve")
 	waitFor(t, p, "lush: build "+hash[:12], 60*time.Second)

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -17,15 +18,18 @@ import (
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/stack"
 	"github.com/lush-agents/lush/tracestore"
 )
 
 type runFlags struct {
 	gatewayFlags
-	model    modelConfig
-	maxTurns int
-	timeout  time.Duration
+	model       modelConfig
+	maxTurns    int
+	timeout     time.Duration
+	schedulerDB string
+	catchUp     time.Duration
 }
 
 func newRunCmd() *cobra.Command {
@@ -33,14 +37,16 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run [dir]",
 		Short: "Serve a project for development: gateway and agents in one process, rebuilt on every change",
-		Long: `Run builds the project in dir (default .) and serves it: the gateway, every agent (agentd) and, in a
-later release, its loops, in one process on one port:
+		Long: `Run builds the project in dir (default .) and serves it: the gateway, every agent (agentd) and the
+scheduler that fires its loops, in one process on one port:
 
   POST /agents/<name>/chat          chat (JSON)
   POST /agents/<name>/chat/stream   chat (Server-Sent Events)
        /agents/<name>/mcp           the agent as an MCP server (its tool invokes it)
   GET  /agents/<name>/status        the agent, its tools and its recent invocations
   GET  /agents                      the agents you may invoke
+  GET  /loops, /loops/<name>/history the loops and their firings (lushctl loop list|history)
+  POST /loops/<name>/trigger        fire a loop now (lushctl loop trigger)
        /gateway/agents/<name>/mcp   the agent's tools, through the gateway
   GET  /traces, /traces/<id>        recent traces (kept in memory)
   GET  /health, /metrics
@@ -73,6 +79,8 @@ development. Give --config with an auth: section to require credentials.`,
 	fl.StringArrayVar(&f.devGroups, "dev-group", nil, "a group of the dev principal (repeatable)")
 	fl.StringArrayVar(&f.nodePrefix, "node-prefix", nil, "npm prefix with installed MCP servers (repeatable; default $LUSH_NODE_PREFIX)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fl.StringVar(&f.schedulerDB, "scheduler-db", "", `the scheduler's store: SQLite file (default <dir>/.lush/scheduler.db), postgres:// URL, or "off"`)
+	fl.DurationVar(&f.catchUp, "catch-up", 0, "missed loop firings younger than this run after a restart (default 1h; a loop's catch_up wins)")
 	fl.StringVar(&f.ready, "ready-file", "", "write the listening address to this file once serving (for scripts and tests)")
 	return cmd
 }
@@ -107,7 +115,8 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	defer tp.Shutdown(context.WithoutCancel(ctx))
 	abs, _ := filepath.Abs(dir)
 	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces),
-		Logger: logger, Version: buildVersion(), Agents: agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout}})
+		Logger: logger, Version: buildVersion(), Agents: agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout},
+		Scheduler: f.scheduler(dir)})
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -115,6 +124,10 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 		watchProject(ctx, dir, store, stderr, logger)
 	})
 }
+
+// shutdownGrace bounds a graceful stop: loop runs, then requests in flight (Stack.Shutdown).
+// It stays under the 30s that container orchestrators give by default before SIGKILL.
+const shutdownGrace = 25 * time.Second
 
 // serveStack serves the build pinned (a full hash), or else follows the store's deployed build,
 // and runs extra (the watcher) when given, until ctx ends; then it shuts the stack down
@@ -126,7 +139,7 @@ func serveStack(ctx context.Context, st *stack.Stack, store *buildstore.Store, p
 	defer func() {
 		stop()
 		background.Wait()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 		defer cancel()
 		logger.Info("shutting down")
 		st.Shutdown(sctx)
@@ -183,6 +196,13 @@ func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gatew
 	for _, a := range m.Agents {
 		fmt.Fprintf(w, "  agent %-16s %s/agents/%s/chat   (tools: %s/gateway/agents/%s/mcp)\n", a.Name, url, a.Name, url, a.Name)
 	}
+	if st.Scheduler != nil && len(m.Loops) > 0 {
+		names := make([]string, 0, len(m.Loops))
+		for _, l := range m.Loops {
+			names = append(names, l.Name)
+		}
+		fmt.Fprintf(w, "  loops: %s (lushctl loop list)\n", strings.Join(names, ", "))
+	}
 	fmt.Fprintf(w, "  model: %s\n", provider)
 	switch {
 	case cfg.LiveWrites.All:
@@ -196,4 +216,13 @@ func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gatew
 		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
 	}
 	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
+}
+
+// scheduler is the scheduler's configuration from the flags; nil when --scheduler-db=off.
+func (f *runFlags) scheduler(dir string) *scheduler.Config {
+	store := firstNonEmpty(f.schedulerDB, filepath.Join(dir, ".lush", "scheduler.db"))
+	if store == "off" {
+		return nil
+	}
+	return &scheduler.Config{Store: store, CatchUp: f.catchUp}
 }

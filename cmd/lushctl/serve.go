@@ -21,6 +21,7 @@ import (
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/stack"
 	"github.com/lush-agents/lush/telemetry"
 	"github.com/lush-agents/lush/tracestore"
@@ -34,6 +35,7 @@ func newServeCmd() *cobra.Command {
 agent in one process, with no file watcher. It is configured only by environment variables:
 
   PORT                          listen port (default 8080; all interfaces)
+  LUSH_LISTEN_HOST              listen on this address only (e.g. 127.0.0.1) instead of all
   LOG_LEVEL                     debug, info, warn, error (default info)
   GOOGLE_API_KEY                Gemini API key (the model provider)
   OTEL_EXPORTER_OTLP_ENDPOINT   OpenTelemetry collector (with TRACE_BACKEND=otlp)
@@ -51,9 +53,18 @@ agent in one process, with no file watcher. It is configured only by environment
   LUSH_ENVIRONMENT              input.environment of the policy (default production)
   LUSH_MODEL_PROVIDER           gemini (default) or scripted; LUSH_SCRIPTS for the scripted one
   LUSH_MAX_TURNS, LUSH_TIMEOUT  agent loop limits (default 12 turns, 5m)
+  LUSH_SCHEDULER_DB             the loop scheduler's store: a SQLite file (default
+                                <project>/.lush/scheduler.db), a postgres:// URL shared by
+                                replicas, or "off" (loops do not fire in this process)
+  LUSH_SCHEDULER_CATCH_UP       missed firings younger than this run after downtime (default 1h;
+                                a loop's catch_up wins)
+  LUSH_SCHEDULER_LEASE          a dead replica's firings are retried after this long (default 30s)
+  LUSH_SCHEDULER_MAX_RUNNING    loop firings this process runs at once (default 64)
+  LUSH_SCHEDULER_POLL           how often the store is checked for queued, manual and orphaned
+                                firings (default 2s)
 
 Authentication comes from LUSH_CONFIG's auth: section; serve refuses to start without one.
-SIGTERM (or SIGINT) stops accepting requests, lets those in flight finish (up to 30s) and flushes
+SIGTERM (or SIGINT) stops accepting requests, lets those in flight, and loop runs, finish (up to 25s) and flushes
 the decision log and the traces.`,
 		Example: `  lushctl build && lushctl deploy $(lushctl build -q)
   LUSH_CONFIG=gateway.yaml GOOGLE_API_KEY=... PORT=8080 lushctl serve`,
@@ -70,6 +81,7 @@ type serveEnv struct {
 	agents                                             agentd.Config
 	key                                                ed25519.PrivateKey
 	logLevel                                           string
+	scheduler                                          *scheduler.Config
 }
 
 func readServeEnv() (*serveEnv, error) {
@@ -89,6 +101,12 @@ func readServeEnv() (*serveEnv, error) {
 		return nil, usage("PORT: %q is not a port number", port)
 	}
 	e.cfg.Listen = ":" + port
+	if host := os.Getenv("LUSH_LISTEN_HOST"); host != "" {
+		if strings.ContainsAny(host, ":/ ") && !strings.HasPrefix(host, "[") {
+			return nil, usage("LUSH_LISTEN_HOST: %q is not a host name or IP address (an IPv6 address goes in brackets)", host)
+		}
+		e.cfg.Listen = host + ":" + port
+	}
 	e.cfg.DecisionLog = envOr("LUSH_DECISION_LOG", firstNonEmpty(e.cfg.DecisionLog, filepath.Join(e.project, ".lush", "decisions.db")))
 	e.tracesDB = envOr("LUSH_TRACES_DB", filepath.Join(e.project, ".lush", "traces.db"))
 	e.cfg.Environment = envOr("LUSH_ENVIRONMENT", firstNonEmpty(e.cfg.Environment, "production"))
@@ -127,6 +145,9 @@ func readServeEnv() (*serveEnv, error) {
 			return nil, usage("LUSH_TIMEOUT: %q is not a positive duration like 5m", v)
 		}
 		e.agents.Timeout = d
+	}
+	if e.scheduler, err = schedulerFromEnv(e.project); err != nil {
+		return nil, err
 	}
 	if k := os.Getenv("LUSH_DELEGATION_KEY"); k != "" {
 		key, err := identity.LoadPrivateKey(k)
@@ -175,7 +196,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}()
 	abs, _ := filepath.Abs(e.project)
 	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: e.agents, Model: mdl, DelegationKey: e.key,
-		Tracer: tp, Logger: logger, Version: buildVersion()})
+		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler})
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -200,6 +221,35 @@ func serveTracing(ctx context.Context, e *serveEnv) (trace.TracerProvider, *trac
 		return sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res)), nil, nil
 	}
 	return noop.NewTracerProvider(), nil, nil
+}
+
+// schedulerFromEnv reads the scheduler's LUSH_SCHEDULER_* variables; nil means off.
+func schedulerFromEnv(project string) (*scheduler.Config, error) {
+	store := envOr("LUSH_SCHEDULER_DB", filepath.Join(project, ".lush", "scheduler.db"))
+	if store == "off" {
+		return nil, nil
+	}
+	cfg := &scheduler.Config{Store: store}
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"LUSH_SCHEDULER_CATCH_UP", &cfg.CatchUp}, {"LUSH_SCHEDULER_LEASE", &cfg.Lease}, {"LUSH_SCHEDULER_POLL", &cfg.Poll}} {
+		if s := os.Getenv(v.name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d <= 0 {
+				return nil, usage("%s: %q is not a positive duration like 30s", v.name, s)
+			}
+			*v.dst = d
+		}
+	}
+	if v := os.Getenv("LUSH_SCHEDULER_MAX_RUNNING"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, usage("LUSH_SCHEDULER_MAX_RUNNING: %q is not a positive number", v)
+		}
+		cfg.MaxRunning = n
+	}
+	return cfg, nil
 }
 
 func envOr(name, def string) string {

@@ -10,6 +10,7 @@
 //	      - name: researcher
 //	        args: {message: "What were Q3's numbers?"}
 //	  - text: "Q3 in short: {{result}}"  # turn 2: answer, quoting the last tool result
+//	    sleep: 2s                        # (optional) take this long, like a slow model
 //
 // Each invocation replays the script from its first turn: the turn played is the number of model
 // turns since the caller's last message, so scripts are stateless and safe to run concurrently.
@@ -30,6 +31,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -47,6 +49,9 @@ type Turn struct {
 	Calls []Call       `yaml:"calls"`
 	Usage *model.Usage `yaml:"usage"`
 	Error string       `yaml:"error"` // the provider fails with this message (to test failures)
+	// Sleep delays the turn, like a slow model (a Go duration such as 2s); it ends early when the
+	// invocation is cancelled or times out.
+	Sleep time.Duration `yaml:"sleep"`
 }
 
 // Call is a scripted tool call.
@@ -115,6 +120,15 @@ func (m *Model) Generate(ctx context.Context, req model.Request, onText func(str
 		return nil, &model.Error{Provider: "scripted", Message: fmt.Sprintf("%s has %d turns; the conversation needs turn %d", path, len(script.Turns), n+1)}
 	}
 	t := script.Turns[n]
+	if t.Sleep > 0 {
+		timer := time.NewTimer(t.Sleep)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-timer.C:
+		}
+	}
 	if t.Error != "" {
 		return nil, &model.Error{Provider: "scripted", Message: t.Error}
 	}

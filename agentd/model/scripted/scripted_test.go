@@ -2,10 +2,12 @@ package scripted
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/agentd/model"
 )
@@ -88,5 +90,25 @@ func TestBadScripts(t *testing.T) {
 	}
 	if _, err := New(filepath.Join(dir, "nope")); err == nil {
 		t.Error("New accepted a missing directory")
+	}
+}
+
+func TestSleepEndsWithTheInvocation(t *testing.T) {
+	dir := t.TempDir()
+	write(t, dir, "slow.yaml", "turns:\n  - text: late\n    sleep: 1h\n")
+	m, err := New(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	user := model.Message{Role: model.RoleUser, Parts: []model.Part{{Text: "hi"}}}
+	if _, err := m.Generate(ctx, model.Request{Agent: "slow", Messages: []model.Message{user}}, nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Generate = %v, want the deadline", err)
+	}
+	write(t, dir, "quick.yaml", "turns:\n  - text: soon\n    sleep: 10ms\n")
+	r, err := m.Generate(context.Background(), model.Request{Agent: "quick", Messages: []model.Message{user}}, nil)
+	if err != nil || r.Text() != "soon" {
+		t.Fatalf("Generate = %v, %v", r, err)
 	}
 }
