@@ -29,6 +29,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"slices"
 	"sync"
@@ -141,10 +142,12 @@ type Scheduler struct {
 
 	mu       sync.Mutex
 	loops    map[string]*loopState
+	deploys  uint64 // counts Deploy calls: loops is the same map as long as it is unchanged
 	revision string
 	due      dueHeap
 	replan   bool // the next tick considers every loop (after a deploy)
 	running  map[firingKey]*run
+	invoking int // runs claimed whose invoker has not returned: what MaxRunning bounds
 
 	poke    chan struct{}
 	runCtx  context.Context // parent of runs; cancelled by Close after the grace period
@@ -275,6 +278,7 @@ func (s *Scheduler) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine)
 	}
 	s.mu.Lock()
 	s.loops, s.revision, s.replan = loops, hash, true
+	s.deploys++
 	s.due = s.due[:0]
 	s.mu.Unlock()
 	s.enforcer.SetEngine(eng)
@@ -335,7 +339,7 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 		s.mu.Unlock()
 		return nil, nil
 	}
-	loops, revision := s.loops, s.revision
+	loops, revision, deploys := s.loops, s.revision, s.deploys
 	var candidates []*loopState
 	if s.replan {
 		for _, ls := range loops {
@@ -346,7 +350,7 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 			candidates = append(candidates, heap.Pop(&s.due).(*loopState))
 		}
 	}
-	budget := s.cfg.MaxRunning - len(s.running)
+	budget := s.cfg.MaxRunning - s.invoking
 	mine := make(map[firingKey]bool, len(s.running))
 	for k := range s.running {
 		mine[k] = true
@@ -361,7 +365,7 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 	s.mu.Lock()
 	if err != nil {
 		s.replan = true
-	} else if s.replan && sameLoops(s.loops, loops) {
+	} else if s.replan && s.deploys == deploys {
 		s.replan = false
 		s.due = s.due[:0]
 		for _, ls := range loops {
@@ -370,7 +374,7 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 			}
 		}
 		heap.Init(&s.due)
-	} else if sameLoops(s.loops, loops) {
+	} else if s.deploys == deploys {
 		for _, ls := range candidates {
 			if ls.next = ls.sched.Next(now); !ls.next.IsZero() {
 				heap.Push(&s.due, ls)
@@ -380,20 +384,9 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 	for _, c := range claimed {
 		s.running[keyOf(c.firing)] = &run{firing: c.firing, done: make(chan struct{})}
 	}
+	s.invoking += len(claimed)
 	s.mu.Unlock()
 	return claimed, err
-}
-
-func sameLoops(a, b map[string]*loopState) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // plan is tick's transaction.
@@ -417,42 +410,43 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*l
 			}
 		}
 	}
-	live, err := s.store.live(ctx, tx)
+	// The running firings say which loops are at their limit.
+	runningRows, err := s.store.running(ctx, tx)
 	if err != nil {
-		return nil, fmt.Errorf("read live firings: %w", err)
+		return nil, fmt.Errorf("read running firings: %w", err)
 	}
 	running := map[string]int{}
 	held := func(f Firing) bool {
 		return f.Status == StatusRunning && (f.leaseUntil.After(now) || f.Owner == s.cfg.Instance && mine[keyOf(f)])
 	}
-	for _, f := range live {
+	for _, f := range runningRows {
 		if held(f) {
 			running[f.Loop]++
 		}
 	}
 	var claimed []claimedRun
-	for _, f := range live {
+	handle := func(f Firing) error {
 		ls, ok := loops[f.Loop]
 		if !ok {
-			continue // a loop of another build (a rollout in progress): its scheduler runs it
+			return nil // a loop of another build (a rollout in progress): its scheduler runs it
 		}
 		if f.Status == StatusRunning {
 			if held(f) {
-				continue
+				return nil
 			}
 			if f.Attempts >= s.cfg.MaxAttempts {
 				msg := fmt.Sprintf("abandoned: the scheduler running it stopped %d times without finishing (last: %s)", f.Attempts, f.Owner)
 				if err := s.store.closeLive(ctx, tx, &f, StatusFailed, now, msg); err != nil {
-					return nil, fmt.Errorf("close firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+					return fmt.Errorf("close firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
 				}
 				s.observe(ls, f, now)
-				continue
+				return nil
 			}
 		}
 		switch {
 		case running[f.Loop] < ls.limit && budget > 0:
 			if err := s.store.claim(ctx, tx, &f, s.cfg.Instance, now, now.Add(s.cfg.Lease)); err != nil {
-				return nil, fmt.Errorf("claim firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+				return fmt.Errorf("claim firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
 			}
 			running[f.Loop]++
 			budget--
@@ -460,9 +454,58 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*l
 		case running[f.Loop] >= ls.limit && !ls.queue && f.Status == StatusPending:
 			msg := fmt.Sprintf("overlap: %d firing(s) of this loop were still running (concurrency %d, overlap: skip)", running[f.Loop], ls.limit)
 			if err := s.store.closeLive(ctx, tx, &f, StatusSkipped, now, msg); err != nil {
-				return nil, fmt.Errorf("skip firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+				return fmt.Errorf("skip firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
 			}
 			s.observe(ls, f, now)
+		}
+		return nil
+	}
+	// The live firings in order (oldest first, then by loop name), a page at a time while this
+	// instance may claim more.
+	last := firingKey{at: math.MinInt64} // the last firing read
+	exhausted := false
+	for budget > 0 && !exhausted {
+		n := budget + len(runningRows) + 32 // enough for the budget, unless loops are at their limit
+		page, err := s.store.live(ctx, tx, last, n)
+		if err != nil {
+			return nil, fmt.Errorf("read live firings: %w", err)
+		}
+		exhausted = len(page) < n
+		for _, f := range page {
+			if err := handle(f); err != nil {
+				return nil, err
+			}
+			last = keyOf(f)
+		}
+	}
+	if !exhausted {
+		// No more claims: of the live firings not read, the only ones this tick changes are the
+		// pending firings of loops at their limit (skipped), and running ones given up on.
+		beyond := func(f Firing) bool {
+			k := keyOf(f)
+			return k.at > last.at || k.at == last.at && k.loop > last.loop
+		}
+		for _, f := range runningRows {
+			if beyond(f) && !held(f) && f.Attempts >= s.cfg.MaxAttempts {
+				if err := handle(f); err != nil {
+					return nil, err
+				}
+			}
+		}
+		pending, err := s.store.pendingOfRunning(ctx, tx)
+		if err != nil {
+			return nil, fmt.Errorf("read pending firings: %w", err)
+		}
+		slices.SortFunc(pending, func(a, b Firing) int {
+			return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Loop, b.Loop))
+		})
+		pending = slices.CompactFunc(pending, func(a, b Firing) bool { return keyOf(a) == keyOf(b) })
+		for _, f := range pending {
+			if beyond(f) {
+				if err := handle(f); err != nil {
+					return nil, err
+				}
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -508,7 +551,7 @@ func (s *Scheduler) planLoop(ctx context.Context, tx *sql.Tx, now time.Time, ls 
 		}
 	}
 	for i, t := range skipped {
-		msg := fmt.Sprintf("missed: no scheduler ran at %s, and it is older than the catch-up window (%s)", t.Format(time.RFC3339), ls.catchUp)
+		msg := fmt.Sprintf("missed: no scheduler ran at %s, and it is older than the catch-up window (%s)", t.Format(time.RFC3339), schedule.FormatDuration(ls.catchUp))
 		if i == 0 && missed > len(skipped) {
 			msg += fmt.Sprintf("; %d earlier firings since %s were missed too", missed-len(skipped), from.Format(time.RFC3339))
 		}
@@ -584,6 +627,10 @@ func (s *Scheduler) execute(c claimedRun) {
 	}
 	log.Info("loop firing started", "trigger", f.Trigger)
 	out := s.opts.Invoker.Invoke(ctx, Run{Loop: c.loop.spec, Firing: f, Instruction: instruction, Revision: c.revision})
+	s.mu.Lock()
+	s.invoking--
+	s.mu.Unlock()
+	s.wake() // a slot is free: queued firings may run
 	ctxErr, cause := ctx.Err(), context.Cause(ctx)
 	timedOut := errors.Is(ctxErr, context.DeadlineExceeded)
 	// Interrupted by shutdown: the run's context ended, not by its timeout, and it did not
@@ -608,7 +655,7 @@ func (s *Scheduler) execute(c claimedRun) {
 	f.Status, f.DecisionID, f.Response, f.Error = out.Status, out.DecisionID, out.Response, out.Error
 	f.Revision = firstNonEmpty(out.Revision, c.revision)
 	if timedOut {
-		f.Status, f.Error = StatusTimedOut, fmt.Sprintf("timed out after %s (the loop's timeout)", c.loop.timeout)
+		f.Status, f.Error = StatusTimedOut, fmt.Sprintf("timed out after %s (the loop's timeout)", schedule.FormatDuration(c.loop.timeout))
 	}
 	if f.Status == "" || !f.Status.Final() {
 		f.Status = StatusFailed
@@ -656,7 +703,7 @@ func (s *Scheduler) Trigger(ctx context.Context, loop, instruction, by string) (
 	f := Firing{Loop: loop, ScheduledAt: s.clock.Now().UTC().Truncate(time.Microsecond), Trigger: TriggerManual,
 		Status: StatusPending, Instruction: instruction, TriggeredBy: by}
 	for range 100 { // two triggers in the same microsecond: the second takes the next one
-		inserted, err := s.store.insert(ctx, s.store.db, f)
+		inserted, err := s.store.insert(ctx, nil, f)
 		if err != nil {
 			return Firing{}, fmt.Errorf("trigger loop %q: record the firing: %w", loop, err)
 		}

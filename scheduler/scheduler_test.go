@@ -262,7 +262,7 @@ func testCatchUpAfterDowntime(t *testing.T, store string) {
 				t.Errorf("10:30 trigger = %s, want catch_up", f.Trigger)
 			}
 		case "10:20":
-			if !strings.Contains(f.Error, "older than the catch-up window (25m0s)") {
+			if !strings.Contains(f.Error, "older than the catch-up window (25m)") {
 				t.Errorf("10:20 error = %q", f.Error)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
@@ -78,7 +79,60 @@ const maxResponse = 4096
 type store struct {
 	db       *sql.DB
 	postgres bool
-	where    string // for errors: the file or the database host, never the password
+	where    string               // for errors: the file or the database host, never the password
+	stmts    map[string]*sql.Stmt // the hot queries, prepared once by openStore (q applied)
+
+	finishes     chan finishReq // to finisher
+	finisherDone chan struct{}
+	closeOnce    sync.Once
+}
+
+// Hot queries, prepared once: parsing a statement costs as much as running it.
+const (
+	qCursors   = "SELECT loop_name, planned_through FROM lush_loop_cursors"
+	qSetCursor = `INSERT INTO lush_loop_cursors (loop_name, planned_through) VALUES (?, ?)
+		ON CONFLICT (loop_name) DO UPDATE SET planned_through = excluded.planned_through`
+	qInsert = `INSERT INTO lush_loop_firings
+		(loop_name, scheduled_at, trigger_kind, status, instruction, triggered_by, finished_at, error)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (loop_name, scheduled_at) DO NOTHING`
+	qLive = "SELECT " + firingColumns + ` FROM lush_loop_firings
+		WHERE status IN ('pending', 'running') AND (scheduled_at, loop_name) > (?, ?)
+		ORDER BY scheduled_at, loop_name LIMIT ?`
+	qRunning = "SELECT " + firingColumns + ` FROM lush_loop_firings WHERE status = 'running'
+		ORDER BY scheduled_at, loop_name`
+	// The pending firings of the loops that have a running firing (once per running firing).
+	qPending = `SELECT p.loop_name, p.scheduled_at, p.trigger_kind, p.status, p.instruction, p.triggered_by,
+		p.attempts, p.owner, p.lease_until, p.started_at, p.finished_at, p.decision_id, p.revision, p.error,
+		p.response FROM lush_loop_firings AS r JOIN lush_loop_firings AS p ON p.loop_name = r.loop_name
+		WHERE r.status = 'running' AND p.status = 'pending'`
+	qClaim = `UPDATE lush_loop_firings SET status = 'running', owner = ?, lease_until = ?,
+		attempts = ?, started_at = ? WHERE loop_name = ? AND scheduled_at = ?`
+	qFinish = `UPDATE lush_loop_firings SET status = ?, finished_at = ?, decision_id = ?,
+		revision = ?, error = ?, response = ?, owner = '', lease_until = 0
+		WHERE loop_name = ? AND scheduled_at = ? AND owner = ? AND status = 'running'`
+)
+
+var hotQueries = []string{qCursors, qSetCursor, qInsert, qLive, qRunning, qPending, qClaim, qFinish}
+
+func (s *store) prepare(ctx context.Context) error {
+	s.stmts = map[string]*sql.Stmt{}
+	for _, query := range hotQueries {
+		st, err := s.db.PrepareContext(ctx, s.q(query))
+		if err != nil {
+			return fmt.Errorf("prepare %q: %w", query, err)
+		}
+		s.stmts[query] = st
+	}
+	return nil
+}
+
+// stmt is a hot query's prepared statement, in tx unless it is nil.
+func (s *store) stmt(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	st := s.stmts[query]
+	if tx != nil {
+		return tx.StmtContext(ctx, st)
+	}
+	return st
 }
 
 // advisoryLock is the PostgreSQL advisory lock key that serializes planning and claiming.
@@ -118,10 +172,20 @@ func openStore(ctx context.Context, dsn string) (*store, error) {
 		s.db.Close()
 		return nil, fmt.Errorf("open scheduler store %s: %w", s.where, err)
 	}
+	if err := s.prepare(ctx); err != nil {
+		s.db.Close()
+		return nil, fmt.Errorf("open scheduler store %s: %w", s.where, err)
+	}
+	s.finishes, s.finisherDone = make(chan finishReq), make(chan struct{})
+	go s.finisher()
 	return s, nil
 }
 
-func (s *store) close() error { return s.db.Close() }
+func (s *store) close() error {
+	s.closeOnce.Do(func() { close(s.finishes) })
+	<-s.finisherDone
+	return s.db.Close()
+}
 
 const schema = `
 CREATE TABLE IF NOT EXISTS lush_loop_firings (
@@ -142,7 +206,11 @@ CREATE TABLE IF NOT EXISTS lush_loop_firings (
 	response     TEXT    NOT NULL DEFAULT '',
 	PRIMARY KEY (loop_name, scheduled_at)
 );
-CREATE INDEX IF NOT EXISTS lush_loop_firings_live ON lush_loop_firings (status, scheduled_at);
+CREATE INDEX IF NOT EXISTS lush_loop_firings_queue ON lush_loop_firings (scheduled_at, loop_name)
+	WHERE status IN ('pending', 'running');
+CREATE INDEX IF NOT EXISTS lush_loop_firings_running ON lush_loop_firings (scheduled_at, loop_name)
+	WHERE status = 'running';
+DROP INDEX IF EXISTS lush_loop_firings_live;
 CREATE TABLE IF NOT EXISTS lush_loop_cursors (
 	loop_name       TEXT   NOT NULL PRIMARY KEY,
 	planned_through BIGINT NOT NULL -- unix microseconds: every firing up to here is recorded
@@ -224,7 +292,7 @@ func (s *store) begin(ctx context.Context) (*sql.Tx, error) {
 
 // cursors reads how far each loop has been planned.
 func (s *store) cursors(ctx context.Context, tx *sql.Tx) (map[string]time.Time, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT loop_name, planned_through FROM lush_loop_cursors")
+	rows, err := s.stmt(ctx, tx, qCursors).QueryContext(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -242,26 +310,19 @@ func (s *store) cursors(ctx context.Context, tx *sql.Tx) (map[string]time.Time, 
 }
 
 func (s *store) setCursor(ctx context.Context, tx *sql.Tx, loop string, through time.Time) error {
-	_, err := tx.ExecContext(ctx, s.q(`INSERT INTO lush_loop_cursors (loop_name, planned_through) VALUES (?, ?)
-		ON CONFLICT (loop_name) DO UPDATE SET planned_through = excluded.planned_through`), loop, micros(through))
+	_, err := s.stmt(ctx, tx, qSetCursor).ExecContext(ctx, loop, micros(through))
 	return err
 }
 
 // insert records a firing unless one with its key exists; it reports whether it did.
-func (s *store) insert(ctx context.Context, x execer, f Firing) (bool, error) {
-	res, err := x.ExecContext(ctx, s.q(`INSERT INTO lush_loop_firings
-		(loop_name, scheduled_at, trigger_kind, status, instruction, triggered_by, finished_at, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (loop_name, scheduled_at) DO NOTHING`),
+func (s *store) insert(ctx context.Context, tx *sql.Tx, f Firing) (bool, error) {
+	res, err := s.stmt(ctx, tx, qInsert).ExecContext(ctx,
 		f.Loop, micros(f.ScheduledAt), f.Trigger, string(f.Status), f.Instruction, f.TriggeredBy, micros(f.FinishedAt), f.Error)
 	if err != nil {
 		return false, err
 	}
 	n, err := res.RowsAffected()
 	return n == 1, err
-}
-
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
 
 const firingColumns = `loop_name, scheduled_at, trigger_kind, status, instruction, triggered_by, attempts, owner,
@@ -278,11 +339,21 @@ func scanFiring(sc interface{ Scan(...any) error }) (Firing, error) {
 	return f, err
 }
 
-// live reads the pending and running firings, oldest first, then by loop name.
-func (s *store) live(ctx context.Context, tx *sql.Tx) ([]Firing, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT "+firingColumns+` FROM lush_loop_firings
-		WHERE status IN ('pending', 'running') ORDER BY scheduled_at, loop_name`)
-	return collect(rows, err)
+// live reads at most limit pending and running firings after the firing after, oldest first,
+// then by loop name.
+func (s *store) live(ctx context.Context, tx *sql.Tx, after firingKey, limit int) ([]Firing, error) {
+	return collect(s.stmt(ctx, tx, qLive).QueryContext(ctx, after.at, after.loop, limit))
+}
+
+// running reads the running firings.
+func (s *store) running(ctx context.Context, tx *sql.Tx) ([]Firing, error) {
+	return collect(s.stmt(ctx, tx, qRunning).QueryContext(ctx))
+}
+
+// pendingOfRunning reads the pending firings of the loops that have a running firing, once per
+// running firing of their loop.
+func (s *store) pendingOfRunning(ctx context.Context, tx *sql.Tx) ([]Firing, error) {
+	return collect(s.stmt(ctx, tx, qPending).QueryContext(ctx))
 }
 
 // collect reads the firings of a query.
@@ -305,9 +376,7 @@ func collect(rows *sql.Rows, err error) ([]Firing, error) {
 // claim marks a firing as running for owner until lease.
 func (s *store) claim(ctx context.Context, tx *sql.Tx, f *Firing, owner string, now, lease time.Time) error {
 	f.Status, f.Owner, f.Attempts, f.StartedAt, f.leaseUntil = StatusRunning, owner, f.Attempts+1, now, lease
-	_, err := tx.ExecContext(ctx, s.q(`UPDATE lush_loop_firings SET status = 'running', owner = ?, lease_until = ?,
-		attempts = ?, started_at = ? WHERE loop_name = ? AND scheduled_at = ?`),
-		owner, micros(lease), f.Attempts, micros(now), f.Loop, micros(f.ScheduledAt))
+	_, err := s.stmt(ctx, tx, qClaim).ExecContext(ctx, owner, micros(lease), f.Attempts, micros(now), f.Loop, micros(f.ScheduledAt))
 	return err
 }
 
@@ -332,15 +401,89 @@ func (s *store) renew(ctx context.Context, f Firing, owner string, until time.Ti
 }
 
 // finish records how a run ended; false means owner no longer held the firing (its lease
-// expired and another scheduler took it), and nothing was written.
+// expired and another scheduler took it), and nothing was written. Runs that end together are
+// recorded in one transaction (see finisher).
 func (s *store) finish(ctx context.Context, f Firing, owner string) (bool, error) {
 	if len(f.Response) > maxResponse {
 		f.Response = f.Response[:maxResponse] + "…[truncated]"
 	}
-	res, err := s.db.ExecContext(ctx, s.q(`UPDATE lush_loop_firings SET status = ?, finished_at = ?, decision_id = ?,
-		revision = ?, error = ?, response = ?, owner = '', lease_until = 0
-		WHERE loop_name = ? AND scheduled_at = ? AND owner = ? AND status = 'running'`),
-		string(f.Status), micros(f.FinishedAt), f.DecisionID, f.Revision, f.Error, f.Response,
+	req := finishReq{ctx: ctx, f: f, owner: owner, done: make(chan finishResult, 1)}
+	s.finishes <- req
+	r := <-req.done
+	return r.ok, r.err
+}
+
+type finishReq struct {
+	ctx   context.Context
+	f     Firing
+	owner string
+	done  chan finishResult
+}
+
+type finishResult struct {
+	ok  bool
+	err error
+}
+
+// maxFinishBatch bounds the runs' ends recorded in one transaction.
+const maxFinishBatch = 256
+
+// finisher records the ends of runs, all those waiting in one transaction: one commit for many
+// runs, and one turn at the connection (SQLite has one) instead of one per run.
+func (s *store) finisher() {
+	defer close(s.finisherDone)
+	for req := range s.finishes {
+		batch := []finishReq{req}
+	more:
+		for len(batch) < maxFinishBatch {
+			select {
+			case r, ok := <-s.finishes:
+				if !ok {
+					break more
+				}
+				batch = append(batch, r)
+			default:
+				break more
+			}
+		}
+		if len(batch) == 1 {
+			ok, err := s.finishOne(req.ctx, nil, req.f, req.owner)
+			req.done <- finishResult{ok, err}
+			continue
+		}
+		results, err := s.finishBatch(batch)
+		for i, r := range batch {
+			if err != nil { // record them one by one: one bad write fails only its run
+				ok, err := s.finishOne(r.ctx, nil, r.f, r.owner)
+				r.done <- finishResult{ok, err}
+				continue
+			}
+			r.done <- results[i]
+		}
+	}
+}
+
+// finishBatch records the ends of several runs in one transaction.
+func (s *store) finishBatch(batch []finishReq) ([]finishResult, error) {
+	ctx := context.Background() // the runs' contexts are WithoutCancel already
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	defer tx.Rollback()
+	out := make([]finishResult, len(batch))
+	for i, r := range batch {
+		ok, err := s.finishOne(ctx, tx, r.f, r.owner)
+		if err != nil {
+			return nil, err
+		}
+		out[i].ok = ok
+	}
+	return out, tx.Commit()
+}
+
+func (s *store) finishOne(ctx context.Context, tx *sql.Tx, f Firing, owner string) (bool, error) {
+	res, err := s.stmt(ctx, tx, qFinish).ExecContext(ctx, string(f.Status), micros(f.FinishedAt), f.DecisionID, f.Revision, f.Error, f.Response,
 		f.Loop, micros(f.ScheduledAt), owner)
 	if err != nil {
 		return false, err
