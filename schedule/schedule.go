@@ -74,21 +74,6 @@ func (s *Schedule) Next(t time.Time) time.Time {
 	return time.Unix((k+1)*d+p, 0).In(t.Location())
 }
 
-// Between returns the firings in (after, through], earliest first, at most max of them (the
-// earliest max). It returns nil when there are none or max <= 0.
-func (s *Schedule) Between(after, through time.Time, max int) []time.Time {
-	var out []time.Time
-	for t := after; len(out) < max; {
-		next := s.Next(t)
-		if next.IsZero() || next.After(through) || !next.After(t) {
-			break
-		}
-		out = append(out, next)
-		t = next
-	}
-	return out
-}
-
 // floorDiv is a/b rounded towards negative infinity, for b > 0.
 func floorDiv(a, b int64) int64 {
 	q := a / b

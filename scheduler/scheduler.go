@@ -253,9 +253,6 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	return s.store.close()
 }
 
-// Instance is this scheduler's name in the store.
-func (s *Scheduler) Instance() string { return s.cfg.Instance }
-
 // Deploy makes m's loops the scheduled ones and eng the policy of the scheduler's decisions.
 // Loops keep their history and their place in time across deploys.
 func (s *Scheduler) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
@@ -439,7 +436,7 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*l
 				if err := s.store.closeLive(ctx, tx, &f, StatusFailed, now, msg); err != nil {
 					return fmt.Errorf("close firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
 				}
-				s.observe(ls, f, now)
+				s.observe(ls, f)
 				return nil
 			}
 		}
@@ -456,7 +453,7 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*l
 			if err := s.store.closeLive(ctx, tx, &f, StatusSkipped, now, msg); err != nil {
 				return fmt.Errorf("skip firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
 			}
-			s.observe(ls, f, now)
+			s.observe(ls, f)
 		}
 		return nil
 	}
@@ -559,7 +556,7 @@ func (s *Scheduler) planLoop(ctx context.Context, tx *sql.Tx, now time.Time, ls 
 			FinishedAt: now, Error: msg}); err != nil {
 			return err
 		}
-		s.observe(ls, Firing{Status: StatusSkipped}, now)
+		s.observe(ls, Firing{Status: StatusSkipped})
 	}
 	return s.store.setCursor(ctx, tx, name, now)
 }
@@ -668,12 +665,12 @@ func (s *Scheduler) execute(c claimedRun) {
 	case !ok:
 		log.Warn("loop firing finished after another scheduler took it over; its result is not recorded")
 	default:
-		s.observe(c.loop, f, f.FinishedAt)
+		s.observe(c.loop, f)
 		log.Info("loop firing finished", "status", f.Status, "duration", f.Duration(), "decision_id", f.DecisionID)
 	}
 }
 
-func (s *Scheduler) observe(ls *loopState, f Firing, _ time.Time) {
+func (s *Scheduler) observe(ls *loopState, f Firing) {
 	if m := s.opts.Metrics; m != nil {
 		m.LoopFirings.WithLabelValues(ls.spec.Name, string(f.Status)).Inc()
 	}
@@ -787,17 +784,6 @@ func (s *Scheduler) Loops(ctx context.Context) ([]LoopInfo, error) {
 		}
 	}
 	return out, nil
-}
-
-// Loop returns a deployed loop.
-func (s *Scheduler) Loop(name string) (manifest.Loop, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	ls, ok := s.loops[name]
-	if !ok {
-		return manifest.Loop{}, false
-	}
-	return ls.spec, true
 }
 
 // dueHeap orders loops by their next instant, then by name.

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/lush-agents/lush/decisionlog"
@@ -95,6 +96,14 @@ func TestLoopsAPI(t *testing.T) {
 	}
 	if !sawTrigger || !sawInvoke {
 		t.Errorf("decision log: loop/trigger by alice %v, agent/invoke as notes-bot %v", sawTrigger, sawInvoke)
+	}
+
+	// The firing is counted, and its lag observed.
+	_, metrics := h.get("/metrics", aliceKey)
+	for _, want := range []string{`lush_loop_firings_total{loop="notes",status="succeeded"} 1`, "lush_loop_firing_lag_seconds_count 1"} {
+		if !strings.Contains(string(metrics), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 
 	// carol may read the history and sees alice's firing.
