@@ -9,8 +9,10 @@ package enforce
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -256,4 +258,23 @@ func (e *Enforcer) completionFailed(id string, err error) {
 	if e.cfg.Logger != nil {
 		e.cfg.Logger.Error("decision log: completion not recorded", "decision_id", id, "error", err)
 	}
+}
+
+// Meta is the decision as clients see it, in a result's _meta["dev.lush/decision"].
+func (v *Verdict) Meta() map[string]any {
+	return map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
+		"approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
+}
+
+// Explain is the message a denied caller sees: the policy's reasons and the decision id, no
+// internals.
+func (v *Verdict) Explain() string {
+	msgs := make([]string, 0, len(v.Reasons))
+	for _, r := range v.Reasons {
+		msgs = append(msgs, r.Message)
+	}
+	if len(msgs) == 0 {
+		msgs = append(msgs, "the policy does not allow it")
+	}
+	return fmt.Sprintf("Lush denied this call: %s (decision %s)", strings.Join(msgs, "; "), v.ID)
 }

@@ -13,7 +13,9 @@
 #   7. agents: a chat with the orchestrator on the offline scripted model (no model runs): it
 #      calls the researcher through lush:// (a child invocation, as the same principal), a write
 #      the project's policy refuses, and a write that is stubbed; then their decisions
-#   8. print the decision log
+#   8. loops: lushctl run fires them; trigger one, read its history
+#   9. mesh: the same run serves Envoy's ext_authz; send it the CheckRequests a sidecar sends
+#  10. print the decision log
 # It works on a copy of examples/quickstart, so the repository is left as it was.
 set -euo pipefail
 
@@ -150,7 +152,7 @@ echo "group:ops, who holds execute on the hourly-notes loop. The loop runs the n
 echo "its post_note is a write, so it is stubbed:"
 rm -f ready
 "$LUSHCTL" run quickstart --provider scripted --listen 127.0.0.1:0 --ready-file ready --log-level warn \
-  --dev-principal user:olga --dev-group group:ops > run.log 2>&1 &
+  --config quickstart/gateway.yaml --dev-principal user:olga --dev-group group:ops --ext-authz 127.0.0.1:0 > run.log 2>&1 &
 gateway_pid=$!
 for _ in $(seq 1 300); do
   [ -s ready ] && break
@@ -162,13 +164,22 @@ export LUSH_URL="http://$(cat ready)"
 show "$LUSHCTL" loop list
 show "$LUSHCTL" loop trigger hourly-notes
 show "$LUSHCTL" loop history hourly-notes
-stop_gateway
 unset LUSH_URL
 echo
 echo "Who may trigger it is policy: carol (group:contractors) may not, and the decision says why:"
 show "$LUSHCTL" policy eval quickstart --loop hourly-notes --principal user:carol --group group:contractors
 
-step "9. The decision log: every call, who made it, what was decided and what happened"
+step "9. Mesh: the same decisions at an Envoy sidecar (ext_authz), for calls that never pass the gateway"
+echo "The same lushctl run also serves Envoy's ext_authz API (--ext-authz). These are the CheckRequests a"
+echo "sidecar in front of the notes server sends (quickstart/mesh/*.json); lushctl mesh check sends them"
+echo "and shows what the sidecar does: forward with the credential added, refuse, or answer a stubbed write:"
+authz_addr=$(sed -n 's/^  ext_authz (Envoy, gRPC): \([^ ,]*\).*/\1/p' run.log)
+[ -n "$authz_addr" ] || { echo "no ext_authz address in run.log"; cat run.log; exit 1; }
+show "$LUSHCTL" mesh check --ext-authz "$authz_addr" quickstart/mesh/bob-searches-notes.json \
+  quickstart/mesh/carol-searches-notes.json quickstart/mesh/bot-posts-a-note.json
+stop_gateway
+
+step "10. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 
 printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"

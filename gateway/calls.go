@@ -17,12 +17,10 @@ import (
 	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/localtool"
 	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/stub"
 	"github.com/lush-agents/lush/upstream"
 	"github.com/lush-agents/lush/vault"
 )
-
-// maxStubArgs bounds the arguments echoed in a stub's message.
-const maxStubArgs = 2048
 
 // listTools offers the agent's tools that this caller may use: each tool is decided like a call
 // (action tools/list), so what a client sees is exactly what it could call.
@@ -85,7 +83,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	case authz.OutcomeStub:
 		v.Complete(decisionlog.StatusStubbed, 0, nil, "")
 		span.SetAttributes(attribute.String("lush.status", "stubbed"))
-		return stub(e, args, v), nil
+		return stub.Result(stubCall(e, args, v)), nil
 	case authz.OutcomeApproval:
 		span.SetAttributes(attribute.String("lush.status", "approval_required"))
 		msg := fmt.Sprintf("This call needs a person's approval (%s), and this gateway cannot take approvals yet, so it is refused (decision %s).",
@@ -93,7 +91,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		return toolError(msg, v), nil
 	default: // deny, error
 		span.SetAttributes(attribute.String("lush.status", "denied"))
-		return toolError(denial(v.Reasons, v.ID), v), nil
+		return toolError(v.Explain(), v), nil
 	}
 
 	start := time.Now()
@@ -149,7 +147,7 @@ func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
 	if len(body) < 2 || body[0] != '{' {
 		return result
 	}
-	meta, _ := json.Marshal(map[string]any{"dev.lush/decision": decisionMeta(v)})
+	meta, _ := json.Marshal(map[string]any{"dev.lush/decision": v.Meta()})
 	if !bytes.Contains(body, []byte(`"_meta"`)) {
 		rest := bytes.TrimSpace(body[1:])
 		out := make([]byte, 0, len(body)+len(meta)+12)
@@ -165,7 +163,7 @@ func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
 	}
 	merged := map[string]json.RawMessage{}
 	json.Unmarshal(obj["_meta"], &merged)
-	merged["dev.lush/decision"], _ = json.Marshal(decisionMeta(v))
+	merged["dev.lush/decision"], _ = json.Marshal(v.Meta())
 	obj["_meta"], _ = json.Marshal(merged)
 	out, err := json.Marshal(obj)
 	if err != nil {
@@ -288,14 +286,9 @@ func isErrorResult(raw json.RawMessage) bool {
 func toolError(msg string, v *enforce.Verdict) map[string]any {
 	res := map[string]any{"isError": true, "content": []map[string]string{{"type": "text", "text": msg}}}
 	if v != nil {
-		res["_meta"] = map[string]any{"dev.lush/decision": decisionMeta(v)}
+		res["_meta"] = map[string]any{"dev.lush/decision": v.Meta()}
 	}
 	return res
-}
-
-func decisionMeta(v *enforce.Verdict) map[string]any {
-	return map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
-		"approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
 }
 
 func joinReasons(rs []authz.Reason) string {
@@ -307,4 +300,17 @@ func joinReasons(rs []authz.Reason) string {
 		s += r.Message
 	}
 	return s
+}
+
+// stubCall describes a stubbed write for stub.Result.
+func stubCall(e *exposed, args any, v *enforce.Verdict) stub.Call {
+	c := stub.Call{Name: e.Name, Ref: e.Ref, Tool: e.Upstream, Arguments: args, DecisionID: v.ID, Decision: v.Meta()}
+	if e.HasOut {
+		var tool struct {
+			OutputSchema map[string]any `json:"outputSchema"`
+		}
+		json.Unmarshal(e.Raw, &tool)
+		c.OutputSchema = tool.OutputSchema
+	}
+	return c
 }

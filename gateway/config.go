@@ -13,6 +13,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/toolref"
 	"github.com/lush-agents/lush/vault"
 )
@@ -32,6 +33,9 @@ type Config struct {
 	Upstreams      UpstreamConfig  `yaml:"upstreams"`
 	Bundles        BundleConfig    `yaml:"bundles"`
 	Agents         AgentsConfig    `yaml:"agents"` // where agentd serves the agents lush:// tools name
+	// ExtAuthz, when it names an address or a socket, serves Envoy's ext_authz Check with the
+	// same policy and decision log (docs/mesh.md).
+	ExtAuthz extauthz.Config `yaml:"ext_authz"`
 }
 
 // UpstreamConfig tunes the connections to MCP servers.
@@ -140,6 +144,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Credentials.Check(); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if err := c.ExtAuthz.Validate(); err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if len(problems) > 0 {
 		return errors.New("gateway config: " + strings.Join(problems, "; "))

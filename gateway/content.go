@@ -146,7 +146,7 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 	var cred *vault.Credential
 	v := c.g.enforcer.DecideThen(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
 	if !v.Allow {
-		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", denial(v.Reasons, v.ID))
+		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
 	}
 	srv, err := c.server(ctx, e.Ref, cred)
 	if err != nil {

@@ -23,6 +23,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 	"go.opentelemetry.io/otel/propagation"
@@ -35,10 +36,14 @@ import (
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/manifest"
 	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/telemetry"
 	"github.com/lush-agents/lush/upstream"
 	"github.com/lush-agents/lush/vault"
 )
+
+// extAuthzGrace bounds how long Close waits for Checks in flight.
+const extAuthzGrace = 5 * time.Second
 
 // Point is the gateway's name as an enforcement point in decision-log events.
 const Point = "mcp-gateway"
@@ -75,6 +80,7 @@ type Gateway struct {
 	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
 	transport *mcphttp.Server
 	verify    *bundle.VerificationConfig
+	extAuthz  *extauthz.Server // nil unless ext_authz is configured
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -168,6 +174,18 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 			}
 		},
 	}, cfg.Upstreams.PrivateIdle)
+	if cfg.ExtAuthz.Enabled() {
+		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Log: opts.Log, Auth: opts.Auth, Broker: g.broker,
+			LiveWrites: cfg.LiveWrites.Live, Environment: cfg.Environment, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
+			Instance: opts.Instance, Version: opts.Version}); err != nil {
+			g.Close()
+			return nil, err
+		}
+		if err := g.extAuthz.Start(); err != nil {
+			g.Close()
+			return nil, err
+		}
+	}
 	return g, nil
 }
 
@@ -220,6 +238,9 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
 	g.enforcer.SetEngine(eng)
 	g.invalidate()
+	if g.extAuthz != nil {
+		g.extAuthz.Deploy(m, hash, eng)
+	}
 	if g.opts.OnDeploy != nil {
 		g.opts.OnDeploy(m, hash, eng)
 	}
@@ -274,8 +295,16 @@ func (g *Gateway) eachUpstream(f func(*upstream.Server) error) error {
 // Upstreams reports each MCP server's state.
 func (g *Gateway) Upstreams() map[string]upstream.State { return g.pool.States() }
 
-// Close stops the upstream servers and the transport's streams.
+// ExtAuthz is the ext_authz server (nil unless the config's ext_authz section enables it).
+func (g *Gateway) ExtAuthz() *extauthz.Server { return g.extAuthz }
+
+// Close stops the ext_authz server, the upstream servers and the transport's streams.
 func (g *Gateway) Close() {
+	if g.extAuthz != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), extAuthzGrace)
+		g.extAuthz.Stop(ctx)
+		cancel()
+	}
 	g.transport.Close()
 	g.pool.Close()
 	g.broker.Close()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/identity"
@@ -121,17 +120,4 @@ func stringParam(p map[string]json.RawMessage, name string) string {
 	var s string
 	json.Unmarshal(p[name], &s)
 	return s
-}
-
-// denial is the message a denied caller sees: the policy's reasons and the decision id, no
-// internals.
-func denial(reasons []authz.Reason, id string) string {
-	msgs := make([]string, 0, len(reasons))
-	for _, r := range reasons {
-		msgs = append(msgs, r.Message)
-	}
-	if len(msgs) == 0 {
-		msgs = append(msgs, "the policy does not allow it")
-	}
-	return fmt.Sprintf("Lush denied this call: %s (decision %s)", strings.Join(msgs, "; "), id)
 }

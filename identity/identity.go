@@ -434,3 +434,12 @@ func CallerFrom(ctx context.Context) Caller {
 	c, _ := ctx.Value(callerKey{}).(Caller)
 	return c
 }
+
+// ProxyHeaders are the header names a trusted proxy names callers with (the defaults when no
+// proxy is configured): an enforcement point in front of an upstream removes them.
+func (a *Authenticator) ProxyHeaders() (principal, groups string) {
+	if a.proxy != nil {
+		return a.proxy.header, a.proxy.groupsHeader
+	}
+	return DefaultProxyHeader, DefaultProxyGroupsHeader
+}

@@ -16,9 +16,21 @@ class_entry := c if {
 	is_object(c)
 }
 
+# session: a tools/list of a whole MCP server, without a tool name. The mesh
+# (ext_authz) decides the messages of an MCP session that name no tool so:
+# initialize, ping, notifications, the server's event stream. It reads.
+session if {
+	input.action == "tools/list"
+	tool_name == ""
+	startswith(tool_ref, "mcp://")
+}
+
 # effective_access: the access the call needs ("read" or "write"). A class
 # whose access is not "read" (including a malformed one) counts as write.
 effective_access := "read" if {
+	session
+	not input.tool.access == "write"
+} else := "read" if {
 	input.action in {"tools/call", "tools/list"}
 	class_entry.access == "read"
 	not input.tool.access == "write"
@@ -28,7 +40,9 @@ effective_access := "read" if {
 
 # effective_risk: the risk class of the call. Unknown tools are "write", or
 # "network"/"destructive" when the caller hints so.
-effective_risk := r if {
+effective_risk := "read" if {
+	session
+} else := r if {
 	input.action in {"tools/call", "tools/list"}
 	r := class_entry.risk
 	r in {"read", "write", "network", "destructive"}

@@ -950,9 +950,13 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	ref, _ := tool["ref"].(string)
 	name, _ := tool["name"].(string)
 
-	// Classification.
+	// Classification. A session (a whole MCP server's tools/list) reads.
+	session := action == "tools/list" && name == "" && strings.HasPrefix(ref, "mcp://")
 	res := oracleResult{Access: "read", Risk: "read"}
-	if isTool {
+	if session && tool["access"] == "write" {
+		res.Access = "write"
+	}
+	if isTool && !session {
 		class, ok := lookup(project, "classes", ref, "tools", name)
 		if obj(class) == nil {
 			class, ok = lookup(project, "classes", ref, "default")
@@ -1062,7 +1066,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	}
 	admits := func(e map[string]any) bool {
 		only, has := e["only"]
-		if !has {
+		if !has || session {
 			return true
 		}
 		names, isArr := only.([]any)

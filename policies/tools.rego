@@ -18,6 +18,17 @@ call_label := tool_label if {
 	tool_actions[action]
 } else := sprintf("%s for %s", [tool_ref, action])
 
+# names_admit(only): an entry's or grant's `only` list (a missing one is
+# [tool_name]) admits the call's tool. A session (a whole server's tools/list)
+# is admitted whatever the list: narrowing limits the tools that may be called,
+# not whether the server may be talked to.
+names_admit(_) if session
+
+names_admit(only) if {
+	is_array(only)
+	tool_name in only
+}
+
 # --- capability ---
 
 allowlist_entry := e if {
@@ -27,9 +38,7 @@ allowlist_entry := e if {
 
 allowlisted if {
 	input.action in {"tools/call", "tools/list"}
-	only := object.get(allowlist_entry, "only", [tool_name])
-	is_array(only)
-	tool_name in only
+	names_admit(object.get(allowlist_entry, "only", [tool_name]))
 }
 
 allowlisted if {
@@ -43,9 +52,7 @@ allowlisted if {
 capability_ok if {
 	input.action in {"tools/call", "tools/list"}
 	e := allowlist_entry
-	only := object.get(e, "only", [tool_name])
-	is_array(only)
-	tool_name in only
+	names_admit(object.get(e, "only", [tool_name]))
 	object.get(e, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
 }
 
@@ -123,9 +130,7 @@ matching_grants contains g if {
 	some p in principals
 	some g in data.lush.project.grants[tool_ref][p]
 	is_object(g)
-	only := object.get(g, "only", [tool_name])
-	is_array(only)
-	tool_name in only
+	names_admit(object.get(g, "only", [tool_name]))
 }
 
 matching_grants contains g if {
@@ -145,9 +150,7 @@ privilege_ok if {
 	some p in principals
 	some g in grants[p]
 	is_object(g)
-	only := object.get(g, "only", [tool_name])
-	is_array(only)
-	tool_name in only
+	names_admit(object.get(g, "only", [tool_name]))
 	object.get(g, "access", "read") in {"read": {"read", "write"}, "write": {"write"}}[effective_access]
 }
 

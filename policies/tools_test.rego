@@ -124,7 +124,7 @@ test_tools_list_checks_like_tools_call[note] if {
 	some note, tc in {
 		"allowed tool": {"tool": tool(fs, "read_file"), "allow": true},
 		"narrowed out": {"tool": tool(fs, "write_file"), "allow": false},
-		"server without name on narrowed entry": {"tool": {"ref": fs}, "allow": false},
+		"server without name on narrowed entry: a session": {"tool": {"ref": fs}, "allow": true},
 		"single-tool ref": {"tool": {"ref": "tools/clock"}, "allow": true},
 	}
 	d := decide(call(read_call, {"action": "tools/list", "tool": tc.tool}))
@@ -246,4 +246,33 @@ test_only_array_admits if {
 	})
 	d := decide_in(call(read_call, {"tool": {"ref": "mcp://odd", "name": "read_file"}}), proj)
 	allowed(d, "allow", call_rules)
+}
+
+# --- sessions (the mesh) ---
+
+# A session (tools/list of a whole MCP server: how ext_authz decides an MCP
+# session's own messages) reads, and an allowlist entry and a grant on the
+# server admit it even when they are narrowed to named tools.
+test_session_of_a_narrowed_server if {
+	inp := call(read_call, {"action": "tools/list", "tool": {"ref": "mcp://narrow-docs"}})
+	value("classification", inp) == {"access": "read", "risk": "read"}
+	decide(inp).allow == true
+}
+
+test_session_needs_an_allowlist_entry_and_a_grant[note] if {
+	some note, inp in {
+		"server not allowlisted": call(read_call, {"action": "tools/list", "tool": {"ref": "mcp://github"}}),
+		"no grant on the server": call(read_call, {"action": "tools/list", "tool": {"ref": "mcp://github"}, "agent": "editor"}),
+	}
+	decide(inp).allow == false
+}
+
+test_session_is_only_for_mcp_servers if {
+	inp := call(read_call, {"action": "tools/list", "tool": {"ref": "tools/unclassified"}})
+	value("classification", inp) == {"access": "write", "risk": "write"}
+}
+
+test_a_named_tools_list_is_not_a_session if {
+	inp := call(read_call, {"action": "tools/list", "tool": tool("mcp://narrow-docs", "fetch")})
+	decide(inp).allow == false
 }

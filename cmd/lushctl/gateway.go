@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
@@ -28,6 +29,7 @@ import (
 
 type gatewayFlags struct {
 	config, listen, build, decisionLog, environment, devPrincipal, logLevel, ready string
+	extAuthz, extAuthzSocket                                                       string
 	liveWrites, devGroups, nodePrefix                                              []string
 	dev, watch                                                                     bool
 	upstreamWait                                                                   time.Duration
@@ -74,6 +76,7 @@ user:<your login>), for local work only.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.config, "config", "", "gateway config file (YAML; see docs/gateway.md)")
+	addExtAuthzFlags(fl, &f)
 	fl.StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
 	fl.StringVar(&f.build, "build", "", "deploy this kept build (hash or prefix) instead of building the project")
 	fl.StringArrayVar(&f.liveWrites, "live-writes", nil, "run writes for real: --live-writes for every tool, --live-writes=<tool ref> per tool (repeatable)")
@@ -177,6 +180,7 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	}
 	waitUpstreams(ctx, gw, f.upstreamWait, logger)
 	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg, gw.Credentials())
+	printExtAuthz(cmd.OutOrStdout(), gw)
 	if f.ready != "" {
 		if err := os.WriteFile(f.ready, []byte(ln.Addr().String()), 0o644); err != nil {
 			return err
@@ -233,6 +237,12 @@ func (f *gatewayFlags) apply(cfg *gateway.Config, dir string) error {
 	}
 	if f.environment != "" {
 		cfg.Environment = f.environment
+	}
+	if f.extAuthz != "" {
+		cfg.ExtAuthz.Listen = f.extAuthz
+	}
+	if f.extAuthzSocket != "" {
+		cfg.ExtAuthz.Socket = f.extAuthzSocket
 	}
 	for _, lw := range f.liveWrites {
 		if lw == "all" {
@@ -316,6 +326,29 @@ func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg g
 	}
 	fmt.Fprintf(w, "  credentials: %s\n", credentials)
 	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
+}
+
+// printExtAuthz prints where the ext_authz server listens, when it runs.
+func printExtAuthz(w io.Writer, gw *gateway.Gateway) {
+	ea := gw.ExtAuthz()
+	if ea == nil {
+		return
+	}
+	var addrs []string
+	for _, a := range ea.Addrs() {
+		if a.Network() == "unix" {
+			addrs = append(addrs, "unix://"+a.String())
+		} else {
+			addrs = append(addrs, a.String())
+		}
+	}
+	fmt.Fprintf(w, "  ext_authz (Envoy, gRPC): %s\n", strings.Join(addrs, ", "))
+}
+
+// addExtAuthzFlags adds the flags that turn on the ext_authz server.
+func addExtAuthzFlags(fl *pflag.FlagSet, f *gatewayFlags) {
+	fl.StringVar(&f.extAuthz, "ext-authz", "", "also serve Envoy's ext_authz (gRPC) on this address, e.g. 127.0.0.1:9191 (docs/mesh.md)")
+	fl.StringVar(&f.extAuthzSocket, "ext-authz-socket", "", "also serve Envoy's ext_authz (gRPC) on this Unix socket")
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

@@ -70,6 +70,7 @@ development. Give --config with an auth: section to require credentials.`,
 	fl := cmd.Flags()
 	agentFlags(fl, &f.model, &f.maxTurns, &f.timeout)
 	fl.StringVar(&f.config, "config", "", "gateway config file (YAML; see docs/gateway.md)")
+	addExtAuthzFlags(fl, &f.gatewayFlags)
 	fl.StringVar(&f.listen, "listen", "", "address to listen on (default 127.0.0.1:8080)")
 	fl.StringArrayVar(&f.liveWrites, "live-writes", nil, "run writes for real: --live-writes for every tool, --live-writes=<tool ref> per tool (repeatable)")
 	fl.Lookup("live-writes").NoOptDefVal = "all"
@@ -203,6 +204,7 @@ func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gatew
 		}
 		fmt.Fprintf(w, "  loops: %s (lushctl loop list)\n", strings.Join(names, ", "))
 	}
+	printExtAuthz(w, st.Gateway)
 	fmt.Fprintf(w, "  model: %s\n", provider)
 	switch {
 	case cfg.LiveWrites.All:

@@ -50,6 +50,9 @@ agent in one process, with no file watcher. It is configured only by environment
                                 each other's agents share it (default: a key per process)
   LUSH_LIVE_WRITES              "all" or a comma-separated list of tool references (default: none)
   LUSH_ALLOWED_HOSTS            comma-separated host names clients use (besides loopback)
+  LUSH_EXT_AUTHZ_LISTEN         also serve Envoy's ext_authz (gRPC) on this address, e.g.
+                                127.0.0.1:9191 (LUSH_CONFIG's ext_authz: section sets the rest)
+  LUSH_EXT_AUTHZ_SOCKET         ... and/or on this Unix socket
   LUSH_ENVIRONMENT              input.environment of the policy (default production)
   LUSH_MODEL_PROVIDER           gemini (default) or scripted; LUSH_SCRIPTS for the scripted one
   LUSH_MAX_TURNS, LUSH_TIMEOUT  agent loop limits (default 12 turns, 5m)
@@ -119,6 +122,8 @@ func readServeEnv() (*serveEnv, error) {
 			}
 		}
 	}
+	e.cfg.ExtAuthz.Listen = envOr("LUSH_EXT_AUTHZ_LISTEN", e.cfg.ExtAuthz.Listen)
+	e.cfg.ExtAuthz.Socket = envOr("LUSH_EXT_AUTHZ_SOCKET", e.cfg.ExtAuthz.Socket)
 	if hosts := os.Getenv("LUSH_ALLOWED_HOSTS"); hosts != "" {
 		for _, h := range strings.Split(hosts, ",") {
 			e.cfg.AllowedHosts = append(e.cfg.AllowedHosts, strings.TrimSpace(h))

@@ -1,41 +1,48 @@
-package gateway
+// Package stub answers the write calls that live writes do not cover: a tools/call result that
+// says nothing ran and what would have, shaped so that clients which validate a tool's output
+// schema accept it. The MCP gateway and the ext_authz server answer stubbed writes with it.
+package stub
 
 import (
 	"encoding/json"
 	"fmt"
-
-	"github.com/lush-agents/lush/enforce"
 )
 
-// stub answers a write that live writes do not cover: a success that says clearly that nothing
+// Call is a write that live writes do not cover.
+type Call struct {
+	Name         string         // the tool's name as the client calls it
+	Ref          string         // the tool reference
+	Tool         string         // the tool's name at its server
+	Arguments    any            // decoded JSON
+	OutputSchema map[string]any // the tool's declared output schema, if any
+	DecisionID   string
+	Decision     map[string]any // the decision, as the client sees it in _meta["dev.lush/decision"]
+}
+
+// maxArgs bounds the arguments echoed in a stub's message.
+const maxArgs = 2048
+
+// Result is the tools/call result of a stubbed write: a success that says clearly that nothing
 // ran, and what would have. For a tool with an output schema, the structured content is a value
 // that conforms to it (clients validate it): its strings carry the stub message.
-func stub(e *exposed, args any, v *enforce.Verdict) map[string]any {
-	argsJSON, _ := json.Marshal(args)
+func Result(c Call) map[string]any {
+	argsJSON, _ := json.Marshal(c.Arguments)
 	shown := string(argsJSON)
-	if len(shown) > maxStubArgs {
-		shown = shown[:maxStubArgs] + "…"
+	if len(shown) > maxArgs {
+		shown = shown[:maxArgs] + "…"
 	}
 	msg := fmt.Sprintf("[stub] %s was NOT executed: live writes are off for %s. It would have run %s with arguments %s. Nothing was changed (decision %s).",
-		e.Name, e.Ref, e.Upstream, shown, v.ID)
-	info := map[string]any{"stubbed": true, "executed": false, "tool": e.Ref, "name": e.Upstream, "arguments": args, "decision_id": v.ID,
+		c.Name, c.Ref, c.Tool, shown, c.DecisionID)
+	info := map[string]any{"stubbed": true, "executed": false, "tool": c.Ref, "name": c.Tool, "arguments": c.Arguments, "decision_id": c.DecisionID,
 		"message": "live writes are off for this tool; nothing was executed"}
 	res := map[string]any{"content": []map[string]string{{"type": "text", "text": msg}},
-		"_meta": map[string]any{"dev.lush/stub": info, "dev.lush/decision": decisionMeta(v)}}
-	var schema map[string]any
-	if e.HasOut {
-		var tool struct {
-			OutputSchema map[string]any `json:"outputSchema"`
-		}
-		json.Unmarshal(e.Raw, &tool)
-		schema = tool.OutputSchema
-	}
-	if schema == nil {
+		"_meta": map[string]any{"dev.lush/stub": info, "dev.lush/decision": c.Decision}}
+	if c.OutputSchema == nil {
 		res["structuredContent"] = map[string]any{"lush_stub": info}
 		return res
 	}
-	out := conforming(schema, msg, 0)
-	if obj, ok := out.(map[string]any); ok && schema["additionalProperties"] != false {
+	out := conforming(c.OutputSchema, msg, 0)
+	if obj, ok := out.(map[string]any); ok && c.OutputSchema["additionalProperties"] != false {
 		obj["lush_stub"] = info
 	}
 	res["structuredContent"] = out

@@ -1,0 +1,59 @@
+package gateway_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lush-agents/lush/gateway"
+)
+
+// The config file maps onto Config; unknown fields name their line, and bad values their field.
+func TestLoadConfig(t *testing.T) {
+	write := func(content string) string {
+		p := filepath.Join(t.TempDir(), "gateway.yaml")
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cfg, err := gateway.LoadConfig(write(`listen: 127.0.0.1:9000
+live_writes: [mcp://notes.internal/mcp]
+ext_authz:
+  listen: 127.0.0.1:9191
+  socket: /run/lush/ext_authz.sock
+  identity:
+    jwt_metadata: {principal_kind: serviceaccount, groups_claim: roles}
+    spiffe:
+      - {prefix: "spiffe://example.org/ns/agents/sa/", principal: "serviceaccount:{name}", groups: [group:agents]}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ExtAuthz.Listen != "127.0.0.1:9191" || cfg.ExtAuthz.Socket != "/run/lush/ext_authz.sock" || !cfg.ExtAuthz.Enabled() ||
+		cfg.ExtAuthz.Identity.JWTMetadata.PrincipalKind != "serviceaccount" || cfg.ExtAuthz.Identity.SPIFFE[0].Groups[0] != "group:agents" ||
+		!cfg.LiveWrites.Live("mcp://notes.internal/mcp") {
+		t.Errorf("config %+v", cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Error(err)
+	}
+
+	if _, err := gateway.LoadConfig(write("ext_authz:\n  listen: 127.0.0.1:9191\n  adress: x\n")); err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Errorf("an unknown field: %v", err)
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"ext_authz:\n  listen: 9191\n", "ext_authz.listen"},
+		{"ext_authz:\n  socket: ext_authz.sock\n", "ext_authz.socket"},
+		{"ext_authz:\n  listen: 127.0.0.1:1\n  identity:\n    spiffe: [{prefix: \"https://x/\", principal: user:a}]\n", "ext_authz.identity.spiffe[0]"},
+	} {
+		cfg, err := gateway.LoadConfig(write(tc.yaml))
+		if err == nil {
+			err = cfg.Validate()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}

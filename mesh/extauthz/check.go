@@ -1,0 +1,354 @@
+package extauthz
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/mesh"
+	"github.com/lush-agents/lush/stub"
+	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/vault"
+)
+
+// Check decides one request an Envoy sidecar holds. It never returns an error: every failure is
+// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through.
+func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	attrs := req.GetAttributes()
+	h := attrs.GetRequest().GetHttp()
+	if h == nil {
+		return refuse(nil, &problem{status: http.StatusBadRequest, code: mcphttp.CodeInvalidRequest,
+			msg: "the check request has no HTTP request: configure Lush as the authorization service of Envoy's HTTP ext_authz filter"}), nil
+	}
+	b := s.state.Load()
+	if b == nil {
+		return refuse(nil, &problem{status: http.StatusServiceUnavailable, code: mcphttp.CodeInternalError,
+			msg: "no build is deployed yet, so every request is denied"}), nil
+	}
+	route, p := b.route(attrs.GetContextExtensions(), h.GetPath())
+	if p != nil {
+		return refuse(peekID(h), p), nil
+	}
+	if route.Kind == mesh.KindGateway {
+		// The Lush gateway behind this route authenticates and decides every message itself.
+		return allowed(nil, nil, nil), nil
+	}
+	hdr := headers(h)
+	var msg message
+	if route.Kind == mesh.KindServer || isMCPEndpoint(h.GetPath()) {
+		if msg, p = readMessage(h, hdr); p != nil {
+			return refuse(msg.ID, p), nil
+		}
+	}
+	// The decision joins the request's trace (Envoy propagates traceparent), so the log event
+	// names the trace.
+	ctx = telemetry.Propagator.Extract(ctx, propagation.MapCarrier(hdr))
+	ctx, span := s.tracer.Start(ctx, "ext_authz "+string(route.Kind)+" "+msg.Method, trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("lush.agent", route.Agent), attribute.String("lush.tool", route.Tool)))
+	defer span.End()
+	caller, p := s.caller(ctx, attrs, hdr)
+	if p != nil {
+		return refuse(msg.ID, p), nil
+	}
+	var resp *authv3.CheckResponse
+	switch {
+	case route.Kind == mesh.KindAgent:
+		resp = s.checkAgent(ctx, route, msg, caller)
+	case caller.CheckAgent(route.Agent) != nil:
+		resp = refuse(msg.ID, &problem{status: http.StatusForbidden, code: codeDenied, msg: caller.CheckAgent(route.Agent).Error()})
+	default:
+		resp = s.checkServer(ctx, b, route, msg, caller)
+	}
+	md := resp.GetDynamicMetadata().GetFields()
+	span.SetAttributes(attribute.String("lush.decision", md["outcome"].GetStringValue()),
+		attribute.String("lush.decision_id", md["decision_id"].GetStringValue()), attribute.String("lush.principal", caller.ID))
+	return resp, nil
+}
+
+// isMCPEndpoint reports whether path is an agent's MCP endpoint (/agents/<name>/mcp), whose
+// messages are JSON-RPC; the agent's other endpoints (chat, status) take other bodies.
+func isMCPEndpoint(path string) bool {
+	path, _, _ = strings.Cut(path, "?")
+	return strings.HasSuffix(path, "/mcp")
+}
+
+// codeDenied is the JSON-RPC error code of a request the policy denied.
+const codeDenied = -32001
+
+// route is the route a request takes: the one the context extensions name (set by the xDS
+// server), else the one its path matches.
+func (b *build) route(ext map[string]string, path string) (mesh.Route, *problem) {
+	notFound := func(format string, args ...any) *problem {
+		return &problem{status: http.StatusNotFound, code: mcphttp.CodeInvalidRequest,
+			msg: fmt.Sprintf(format, args...) + fmt.Sprintf(" (build %s)", manifest.Short(b.hash))}
+	}
+	kind := mesh.Kind(ext[mesh.ExtKind])
+	switch kind {
+	case "":
+		r, ok := b.routes.Match(path)
+		if !ok {
+			return r, notFound("no agent or tool of the build is served at %s: the sidecar's routes are out of date, or the path is wrong", shorten(path))
+		}
+		return r, nil
+	case mesh.KindServer:
+		r, ok := b.routes.Server(ext[mesh.ExtAgent], ext[mesh.ExtTool])
+		if !ok {
+			return r, notFound("agent %q has no remote MCP server %q", shorten(ext[mesh.ExtAgent]), shorten(ext[mesh.ExtTool]))
+		}
+		return r, nil
+	case mesh.KindAgent, mesh.KindGateway:
+		if !b.routes.HasAgent(ext[mesh.ExtAgent]) {
+			return mesh.Route{}, notFound("there is no agent %q", shorten(ext[mesh.ExtAgent]))
+		}
+		return mesh.Route{Kind: kind, Agent: ext[mesh.ExtAgent]}, nil
+	}
+	return mesh.Route{}, &problem{status: http.StatusInternalServerError, code: mcphttp.CodeInternalError,
+		msg: fmt.Sprintf("the route's ext_authz context extension %s is %q, which this Lush does not know", mesh.ExtKind, shorten(string(kind)))}
+}
+
+// checkServer decides an MCP message to a remote MCP server.
+func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, msg message, caller identity.Caller) *authv3.CheckResponse {
+	in := input(caller, route.Agent, chainAt(caller, route.Agent))
+	in.Tool = &authz.Tool{Ref: route.Tool}
+	switch msg.Method {
+	case "tools/call":
+		in.Action = authz.ActionToolsCall
+		var name string
+		if json.Unmarshal(msg.Params["name"], &name) != nil || name == "" {
+			return refuse(msg.ID, badRequest(mcphttp.CodeInvalidParams, `tools/call needs params {"name": "<tool>", "arguments": {...}}`))
+		}
+		in.Tool.Name = name
+		if raw, ok := msg.Params["arguments"]; ok && string(raw) != "null" {
+			var args map[string]any
+			if err := json.Unmarshal(raw, &args); err != nil {
+				return refuse(msg.ID, badRequest(mcphttp.CodeInvalidParams, "tools/call arguments must be a JSON object"))
+			}
+			in.Arguments = args
+		}
+		in.LiveWrites = s.opts.LiveWrites(route.Tool)
+	case "tools/list":
+		in.Action = authz.ActionToolsList
+	case "resources/list", "resources/templates/list":
+		in.Action = authz.ActionResourcesList
+	case "resources/read", "resources/subscribe", "resources/unsubscribe":
+		in.Action = authz.ActionResourcesRead
+	case "prompts/list":
+		in.Action = authz.ActionPromptsList
+	case "prompts/get":
+		in.Action = authz.ActionPromptsGet
+	case "completion/complete":
+		var p struct {
+			Ref struct {
+				Type string `json:"type"`
+			} `json:"ref"`
+		}
+		json.Unmarshal(msg.Params["ref"], &p.Ref)
+		in.Action = authz.ActionResourcesRead
+		if p.Ref.Type == "ref/prompt" {
+			in.Action = authz.ActionPromptsGet
+		}
+	case "", "initialize", "ping", "logging/setLevel":
+		// The session's own messages (and responses to the server's requests) reach the server
+		// only for callers that may list its tools.
+		in.Action = authz.ActionToolsList
+	default:
+		if !strings.HasPrefix(msg.Method, "notifications/") {
+			return refuse(msg.ID, &problem{status: http.StatusBadRequest, code: mcphttp.CodeMethodNotFound,
+				msg: fmt.Sprintf("method %q cannot be authorized through the mesh, so it is refused", shorten(msg.Method))})
+		}
+		in.Action = authz.ActionToolsList
+	}
+	var cred *vault.Credential
+	var pre enforce.Precondition
+	if s.opts.Broker != nil {
+		pre = func(ctx context.Context) (err error) {
+			cred, err = s.opts.Broker.Lookup(ctx, vault.Request{Project: b.manifest.Project, Tool: route.Tool,
+				Principal: caller.ID, Groups: caller.Groups, Declared: b.manifest.Credentials})
+			return err
+		}
+	}
+	v := s.enforcer.DecideThen(ctx, in, pre)
+	switch v.Outcome {
+	case authz.OutcomeAllow:
+		set := map[string]string{}
+		if cred != nil {
+			set = cred.Headers()
+		}
+		return allowed(v, set, s.stripped(set))
+	case authz.OutcomeStub:
+		v.Complete(decisionlog.StatusStubbed, 0, nil, "")
+		return stubbed(msg.ID, v, stub.Call{Name: in.Tool.Name, Ref: route.Tool, Tool: in.Tool.Name, Arguments: in.Arguments,
+			DecisionID: v.ID, Decision: v.Meta()})
+	}
+	return denied(msg.ID, v)
+}
+
+// checkAgent decides a call of an agent's endpoints: agent/invoke, as agentd decides it.
+func (s *Server) checkAgent(ctx context.Context, route mesh.Route, msg message, caller identity.Caller) *authv3.CheckResponse {
+	in := input(caller, route.Agent, callChain(caller, route.Agent))
+	in.Action = authz.ActionAgentInvoke
+	v := s.enforcer.Decide(ctx, in)
+	if v.Outcome == authz.OutcomeAllow {
+		return allowed(v, nil, nil)
+	}
+	return denied(msg.ID, v)
+}
+
+// stripped are the request headers an upstream MCP server must not see: the caller's own
+// credentials and identity headers (the server gets the credential Lush looked up instead).
+func (s *Server) stripped(set map[string]string) []string {
+	ph, gh := s.opts.Auth.ProxyHeaders()
+	var out []string
+	for _, name := range []string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
+		if !slices.ContainsFunc(keys(set), func(k string) bool { return strings.EqualFold(k, name) }) {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func keys(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+func input(c identity.Caller, agent string, chain []string) authz.Input {
+	groups := c.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return authz.Input{Principal: authz.Principal{ID: c.ID, Groups: groups}, Agent: agent, Chain: chain, Depth: len(chain)}
+}
+
+// chainAt is the chain of agents of a call made by agent: a delegation token's chain (which ends
+// with agent: CheckAgent saw to that), else agent alone.
+func chainAt(c identity.Caller, agent string) []string {
+	if c.Method == identity.MethodDelegation && len(c.Chain) > 0 {
+		return slices.Clone(c.Chain)
+	}
+	return []string{agent}
+}
+
+// callChain is the chain of a call of agent: the caller's chain with agent appended when an agent
+// (a delegation token) calls it, else agent alone.
+func callChain(c identity.Caller, agent string) []string {
+	if c.Method != identity.MethodDelegation || len(c.Chain) == 0 {
+		return []string{agent}
+	}
+	if c.Chain[len(c.Chain)-1] == agent {
+		return slices.Clone(c.Chain)
+	}
+	return append(slices.Clone(c.Chain), agent)
+}
+
+// caller is who makes the request: the identity Envoy verified (jwt_authn metadata; the peer
+// certificate's SPIFFE id) or what the authenticator accepts (bearer token, API key, a trusted
+// proxy's header). Presented credentials that are invalid never fall back to another method.
+func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr map[string]string) (identity.Caller, *problem) {
+	unauthenticated := func(err error) *problem {
+		return &problem{status: http.StatusUnauthorized, code: mcphttp.CodeInvalidRequest, msg: err.Error()}
+	}
+	idc := s.cfg.Identity
+	if j := idc.JWTMetadata; j != nil {
+		jj := j.WithDefaults()
+		if st := attrs.GetMetadataContext().GetFilterMetadata()[jj.Filter]; st != nil {
+			if v, ok := st.GetFields()[jj.Key]; ok {
+				payload := v.GetStructValue()
+				if payload == nil {
+					return identity.Caller{}, unauthenticated(fmt.Errorf("the jwt_authn metadata %s.%s is not an object: set payload_in_metadata in the jwt_authn filter", jj.Filter, jj.Key))
+				}
+				c, err := jj.FromJWTPayload(payload.AsMap())
+				if err != nil {
+					return c, unauthenticated(err)
+				}
+				return c, nil
+			}
+		}
+	}
+	presents := hdr["authorization"] != "" || hdr["x-api-key"] != ""
+	if !presents && len(idc.SPIFFE) > 0 {
+		id, err := spiffeID(attrs.GetSource())
+		if err != nil {
+			return identity.Caller{}, unauthenticated(err)
+		}
+		if id != "" {
+			c, ok, err := idc.FromSPIFFE(id)
+			if err != nil {
+				return c, unauthenticated(err)
+			}
+			if ok {
+				return c, nil
+			}
+		}
+	}
+	r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://ext-authz.lush.invalid/", nil)
+	for k, v := range hdr {
+		r.Header.Set(k, v)
+	}
+	r.RemoteAddr = remoteAddr(attrs.GetSource())
+	c, err := s.opts.Auth.Authenticate(r)
+	if err != nil {
+		return c, unauthenticated(err)
+	}
+	return c, nil
+}
+
+// spiffeID is the SPIFFE id of the downstream peer: the one URI SAN of its certificate (when
+// Envoy sends the certificate: include_peer_certificate), which must agree with the principal
+// Envoy names; else that principal when it is a SPIFFE id. "" when the peer has none.
+func spiffeID(peer *authv3.AttributeContext_Peer) (string, error) {
+	named := peer.GetPrincipal()
+	if !strings.HasPrefix(named, "spiffe://") {
+		named = ""
+	}
+	if peer.GetCertificate() == "" {
+		return named, nil
+	}
+	text, err := url.PathUnescape(peer.GetCertificate())
+	if err != nil {
+		return "", fmt.Errorf("the peer certificate Envoy sent is not URL-encoded PEM: %v", err)
+	}
+	blk, _ := pem.Decode([]byte(text))
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return "", fmt.Errorf("the peer certificate Envoy sent is not a PEM certificate")
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", fmt.Errorf("the peer certificate Envoy sent cannot be parsed: %v", err)
+	}
+	var ids []string
+	for _, u := range cert.URIs {
+		if u.Scheme == "spiffe" {
+			ids = append(ids, u.String())
+		}
+	}
+	switch {
+	case len(ids) > 1:
+		return "", fmt.Errorf("the peer certificate has %d SPIFFE ids; an X.509-SVID has exactly one", len(ids))
+	case len(ids) == 0:
+		return named, nil
+	case named != "" && named != ids[0]:
+		return "", fmt.Errorf("the peer certificate's SPIFFE id %s is not the principal Envoy names (%s)", shorten(ids[0]), shorten(named))
+	}
+	return ids[0], nil
+}

@@ -1,0 +1,235 @@
+// Package extauthz is Lush as Envoy's external authorization service: a gRPC server of
+// envoy.service.auth.v3.Authorization that decides each request an Envoy sidecar holds, with the
+// same policy, the same decision function and the same decision-log event as the MCP gateway.
+//
+// A request is read by the route it takes (mesh.Table; the xDS server puts the route's meaning in
+// the ext_authz context extensions): an MCP message to a remote MCP server is decided as the
+// gateway decides it (tools/call with its tool and arguments, tools/list, resources, prompts; the
+// session's own messages as tools/list of the server), and a call of an agent's endpoints as
+// agent/invoke. The caller is the identity Envoy verified (jwt_authn metadata, the peer
+// certificate's SPIFFE id) or what Lush's authenticator accepts (bearer tokens, API keys, a
+// trusted proxy's header).
+//
+// Answers: allowed requests continue with the decision id and the upstream's credential (from
+// the credentials broker) added; denied ones get a JSON-RPC error with 401 (identity), 403
+// (policy) or 503 (the policy could not be evaluated); stubbed writes are answered at the sidecar
+// with a JSON-RPC success that marks the stub, so the upstream never sees them.
+package extauthz
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/mesh"
+	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/vault"
+)
+
+// Point is the ext_authz server's name as an enforcement point in decision-log events.
+const Point = "ext_authz"
+
+// Config is the `ext_authz:` section of the gateway config (docs/mesh.md).
+type Config struct {
+	Listen   string               `yaml:"listen"` // TCP address, e.g. 127.0.0.1:9191
+	Socket   string               `yaml:"socket"` // Unix socket path
+	Identity identity.EnvoyConfig `yaml:"identity"`
+}
+
+// Enabled reports whether the server should run: a listen address or a socket is set.
+func (c Config) Enabled() bool { return c.Listen != "" || c.Socket != "" }
+
+// Validate names every bad field.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Listen != "" {
+		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+			errs = append(errs, fmt.Errorf("ext_authz.listen: %q is not host:port (e.g. 127.0.0.1:9191)", c.Listen))
+		}
+	}
+	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
+		errs = append(errs, fmt.Errorf("ext_authz.socket: %q must be an absolute path (e.g. /run/lush/ext_authz.sock)", c.Socket))
+	}
+	if err := c.Identity.Validate("ext_authz.identity"); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Options are what a Server is built from besides its Config.
+type Options struct {
+	Log         *decisionlog.Log        // required
+	Auth        *identity.Authenticator // required: bearer tokens, API keys, trusted proxy headers
+	Broker      *vault.Broker           // optional: without it, no call carries a credential
+	LiveWrites  func(ref string) bool   // which write tools run for real; nil: none
+	Environment string
+	Metrics     *telemetry.Metrics   // optional
+	Tracer      trace.TracerProvider // optional: a span per Check, a child of the request's W3C trace context
+	Logger      *slog.Logger         // optional
+	Instance    string               // this replica's name in log events (default: host name)
+	Version     string
+}
+
+// Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve
+// (or Start, for the listeners of the Config); Stop ends it.
+type Server struct {
+	authv3.UnimplementedAuthorizationServer
+
+	cfg      Config
+	opts     Options
+	enforcer *enforce.Enforcer
+	tracer   trace.Tracer
+	health   *health.Server
+	grpc     *grpc.Server
+	state    atomic.Pointer[build]
+
+	mu        sync.Mutex
+	listeners []net.Listener
+	serving   sync.WaitGroup
+}
+
+// build is one deployed build.
+type build struct {
+	hash     string
+	manifest *manifest.Manifest
+	routes   *mesh.Table
+}
+
+// New returns a server with no build: every Check is denied until Deploy.
+func New(cfg Config, opts Options) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if opts.Log == nil || opts.Auth == nil {
+		return nil, errors.New("ext_authz: a decision log and an authenticator are required")
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.LiveWrites == nil {
+		opts.LiveWrites = func(string) bool { return false }
+	}
+	if opts.Instance == "" {
+		opts.Instance, _ = os.Hostname()
+	}
+	tp := opts.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz")}
+	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: opts.Environment, Instance: opts.Instance,
+		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	s.grpc = grpc.NewServer()
+	authv3.RegisterAuthorizationServer(s.grpc, s)
+	healthpb.RegisterHealthServer(s.grpc, s.health)
+	reflection.Register(s.grpc)
+	s.setHealth(healthpb.HealthCheckResponse_NOT_SERVING)
+	return s, nil
+}
+
+// Deploy makes m (hash, with its policy engine) the build that Checks from now on decide under.
+func (s *Server) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
+	s.state.Store(&build{hash: hash, manifest: m, routes: mesh.Routes(m)})
+	s.enforcer.SetEngine(eng)
+	s.setHealth(healthpb.HealthCheckResponse_SERVING)
+}
+
+// setHealth sets the status of the whole server and of the Authorization service.
+func (s *Server) setHealth(st healthpb.HealthCheckResponse_ServingStatus) {
+	s.health.SetServingStatus("", st)
+	s.health.SetServingStatus(authv3.Authorization_ServiceDesc.ServiceName, st)
+}
+
+// Start listens on the Config's address and socket and serves on both until Stop. A socket file
+// left by a previous run is replaced.
+func (s *Server) Start() error {
+	var lns []net.Listener
+	if s.cfg.Listen != "" {
+		ln, err := net.Listen("tcp", s.cfg.Listen)
+		if err != nil {
+			return fmt.Errorf("ext_authz: listen on %s: %w", s.cfg.Listen, err)
+		}
+		lns = append(lns, ln)
+	}
+	if s.cfg.Socket != "" {
+		if fi, err := os.Lstat(s.cfg.Socket); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			os.Remove(s.cfg.Socket)
+		}
+		ln, err := net.Listen("unix", s.cfg.Socket)
+		if err != nil {
+			for _, l := range lns {
+				l.Close()
+			}
+			return fmt.Errorf("ext_authz: listen on unix socket %s: %w", s.cfg.Socket, err)
+		}
+		lns = append(lns, ln)
+	}
+	for _, ln := range lns {
+		s.Serve(ln)
+	}
+	return nil
+}
+
+// Serve serves Check on ln in the background, until Stop.
+func (s *Server) Serve(ln net.Listener) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, ln)
+	s.mu.Unlock()
+	s.serving.Add(1)
+	go func() {
+		defer s.serving.Done()
+		if err := s.grpc.Serve(ln); err != nil && !errors.Is(err, grpc.ErrServerStopped) {
+			s.opts.Logger.Error("ext_authz: serve", "address", ln.Addr().String(), "error", err)
+		}
+	}()
+}
+
+// Addrs are the addresses served on.
+func (s *Server) Addrs() []net.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]net.Addr, 0, len(s.listeners))
+	for _, ln := range s.listeners {
+		out = append(out, ln.Addr())
+	}
+	return out
+}
+
+// Stop stops serving: Checks in flight get until ctx ends to finish.
+func (s *Server) Stop(ctx context.Context) {
+	s.health.Shutdown()
+	done := make(chan struct{})
+	go func() {
+		s.grpc.GracefulStop()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		s.grpc.Stop()
+		<-done
+	}
+	s.serving.Wait()
+	if s.cfg.Socket != "" {
+		os.Remove(s.cfg.Socket)
+	}
+}

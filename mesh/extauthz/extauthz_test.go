@@ -1,0 +1,563 @@
+package extauthz_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/mesh/extauthz"
+	"github.com/lush-agents/lush/vault"
+)
+
+// Test principals: API keys, and the credentials the notes server takes from each.
+const (
+	aliceKey = "alice-key-0123456789"   // user:alice, group:eng: read, and write on write_note
+	bobKey   = "bob-key-0123456789"     // user:bob: no grants
+	botKey   = "bot-key-0123456789abcd" // serviceaccount:bot: write on everything
+
+	notesRef       = "mcp://notes.internal/mcp"
+	aliceNotes     = "alice-notes-token-5f1e9a"
+	carolNotes     = "carol-notes-token-77c2d0"
+	notesBotNotes  = "notes-bot-token-a81b3c"
+	serverToolPath = "/agents/assistant/tools/notes/mcp"
+)
+
+func sha(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+type harness struct {
+	t       testing.TB
+	srv     *extauthz.Server
+	client  authv3.AuthorizationClient
+	conn    *grpc.ClientConn
+	log     *decisionlog.Log
+	logPath string
+	hash    string
+	signer  *identity.Signer
+	socket  string
+}
+
+type harnessOpts struct {
+	live     bool // live writes for every tool
+	noDeploy bool
+}
+
+// start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
+// Unix socket; the client talks TCP.
+func start(t testing.TB, o harnessOpts) *harness {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS("testdata/project")); err != nil {
+		t.Fatal(err)
+	}
+	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
+	if err != nil || !res.OK() {
+		t.Fatalf("build: %v %v", err, res.Diagnostics)
+	}
+	eng, err := authz.FromBytes(ctx, res.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &harness{t: t, hash: res.Hash, logPath: filepath.Join(t.TempDir(), "decisions.db")}
+	if h.log, err = decisionlog.Open(ctx, h.logPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.log.Close() })
+
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	h.signer = identity.NewSigner(priv, "")
+	auth, err := identity.New(ctx, identity.Config{
+		APIKeys: []identity.APIKeyConfig{
+			{Name: "alice", SHA256: sha(aliceKey), Principal: "user:alice", Groups: []string{"group:eng"}},
+			{Name: "bob", SHA256: sha(bobKey), Principal: "user:bob"},
+			{Name: "bot", SHA256: sha(botKey), Principal: "serviceaccount:bot"},
+		},
+		Proxy:      &identity.ProxyConfig{Trusted: []string{"10.0.0.0/8"}},
+		Delegation: &identity.DelegationConfig{Keys: []ed25519.PublicKey{pub}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { auth.Close() })
+
+	credFile := filepath.Join(t.TempDir(), "credentials.local")
+	file := vault.OpenFile(credFile)
+	for _, e := range []vault.FileEntry{
+		{Tool: notesRef, Principal: "user:alice", Credential: vault.Credential{Type: "bearer", Token: aliceNotes}},
+		{Tool: notesRef, Principal: "user:carol", Credential: vault.Credential{Type: "bearer", Token: carolNotes}},
+		{Tool: notesRef, Principal: "serviceaccount:notes-bot", Credential: vault.Credential{Type: "bearer", Token: notesBotNotes}},
+	} {
+		if _, err := file.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	broker, err := vault.New(vault.Config{File: credFile})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+
+	h.socket = filepath.Join(t.TempDir(), "ext_authz.sock")
+	cfg := extauthz.Config{Listen: "127.0.0.1:0", Socket: h.socket, Identity: identity.EnvoyConfig{
+		JWTMetadata: &identity.JWTMetadataConfig{},
+		SPIFFE: []identity.SPIFFEMapping{{Prefix: "spiffe://example.org/ns/agents/sa/", Principal: "serviceaccount:{name}",
+			Groups: []string{"group:agents"}}},
+	}}
+	h.srv, err = extauthz.New(cfg, extauthz.Options{Log: h.log, Auth: auth, Broker: broker, Environment: "dev",
+		LiveWrites: func(string) bool { return o.live }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		h.srv.Stop(ctx)
+	})
+	if !o.noDeploy {
+		h.srv.Deploy(res.Manifest, res.Hash, eng)
+	}
+	var tcp string
+	for _, a := range h.srv.Addrs() {
+		if a.Network() == "tcp" {
+			tcp = a.String()
+		}
+	}
+	h.conn, err = grpc.NewClient(tcp, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { h.conn.Close() })
+	h.client = authv3.NewAuthorizationClient(h.conn)
+	return h
+}
+
+// load reads a captured CheckRequest from testdata/checks.
+func load(t testing.TB, name string) *authv3.CheckRequest {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("testdata", "checks", name+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &authv3.CheckRequest{}
+	if err := protojson.Unmarshal(data, req); err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	return req
+}
+
+func (h *harness) check(req *authv3.CheckRequest) *authv3.CheckResponse {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := h.client.Check(ctx, req)
+	if err != nil {
+		h.t.Fatalf("Check: %v", err)
+	}
+	return resp
+}
+
+func (h *harness) events() []decisionlog.Record {
+	h.t.Helper()
+	if err := h.log.Sync(context.Background()); err != nil {
+		h.t.Fatal(err)
+	}
+	r, err := decisionlog.OpenReader(h.logPath)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer r.Close()
+	recs, err := r.Query(context.Background(), decisionlog.Filter{Oldest: true, Limit: 1000})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return recs
+}
+
+// answer is a CheckResponse in the terms a test checks.
+type answer struct {
+	allowed bool
+	status  int               // HTTP status of an answer given at the sidecar
+	headers map[string]string // added to the request (allowed) or of the answer (denied)
+	remove  []string
+	body    map[string]any // the JSON-RPC answer given at the sidecar
+	meta    map[string]any // dynamic metadata
+	grpc    code.Code
+}
+
+func read(t testing.TB, r *authv3.CheckResponse) answer {
+	t.Helper()
+	a := answer{headers: map[string]string{}, grpc: code.Code(r.GetStatus().GetCode()), meta: r.GetDynamicMetadata().AsMap()}
+	if ok := r.GetOkResponse(); ok != nil {
+		a.allowed = true
+		for _, hv := range ok.GetHeaders() {
+			a.headers[hv.GetHeader().GetKey()] = hv.GetHeader().GetValue()
+		}
+		a.remove = ok.GetHeadersToRemove()
+		if a.grpc != code.Code_OK {
+			t.Errorf("an OK response with status %v", a.grpc)
+		}
+		return a
+	}
+	d := r.GetDeniedResponse()
+	if d == nil {
+		t.Fatalf("the response has neither an OK nor a denied HTTP response: %v", r)
+	}
+	if a.grpc == code.Code_OK {
+		t.Errorf("a denied response with status OK: Envoy would let the request through")
+	}
+	a.status = int(d.GetStatus().GetCode())
+	for _, hv := range d.GetHeaders() {
+		a.headers[hv.GetHeader().GetKey()] = hv.GetHeader().GetValue()
+	}
+	if err := json.Unmarshal([]byte(d.GetBody()), &a.body); err != nil {
+		t.Errorf("the answer's body is not JSON: %q", d.GetBody())
+	}
+	return a
+}
+
+func (a answer) rpcError() (code float64, msg string, data map[string]any) {
+	e, _ := a.body["error"].(map[string]any)
+	code, _ = e["code"].(float64)
+	msg, _ = e["message"].(string)
+	data, _ = e["data"].(map[string]any)
+	return
+}
+
+// TestCapturedChecks sends the captured CheckRequests of testdata/checks, shaped as Envoy sends
+// them (bodies, headers, jwt_authn metadata, peer certificates), and checks the answer and the
+// decision-log event of each.
+func TestCapturedChecks(t *testing.T) {
+	tests := []struct {
+		file      string
+		live      bool
+		allowed   bool
+		status    int // of an answer given at the sidecar
+		grpc      code.Code
+		outcome   string // of the logged event; "" means nothing is logged
+		action    string
+		principal string
+		rule      string            // a rule of the decision
+		cred      string            // the Authorization header the upstream gets
+		msg       string            // in the JSON-RPC error message
+		input     map[string]any    // fields of the logged input
+		headers   map[string]string // of the answer
+	}{
+		{file: "call_read_apikey", allowed: true, outcome: "allow", action: "tools/call", principal: "user:alice", cred: "Bearer " + aliceNotes,
+			input: map[string]any{"agent": "assistant", "chain": []any{"assistant"}, "tool": map[string]any{"ref": notesRef, "name": "search"},
+				"arguments": map[string]any{"query": "standup"}, "live_writes": false, "environment": "dev"}},
+		{file: "call_write_stub", status: 200, grpc: code.Code_PERMISSION_DENIED, outcome: "stub", action: "tools/call", principal: "user:alice",
+			headers: map[string]string{"x-lush-outcome": "stub", "content-type": "application/json"}},
+		{file: "call_write_stub", live: true, allowed: true, outcome: "allow", action: "tools/call", principal: "user:alice", cred: "Bearer " + aliceNotes,
+			input: map[string]any{"live_writes": true}},
+		{file: "call_denied_bob", status: 403, grpc: code.Code_PERMISSION_DENIED, outcome: "deny", action: "tools/call", principal: "user:bob",
+			msg: "Lush denied this call", headers: map[string]string{"x-lush-outcome": "deny"}},
+		{file: "call_jwt_metadata", allowed: true, outcome: "allow", action: "tools/call", principal: "user:carol", cred: "Bearer " + carolNotes},
+		{file: "call_jwt_no_credential", status: 403, grpc: code.Code_PERMISSION_DENIED, outcome: "deny", action: "tools/call", principal: "user:dave",
+			msg: "user:dave", input: map[string]any{"principal": map[string]any{"id": "user:dave", "groups": []any{"group:eng", "group:ops"}}}},
+		{file: "call_policy_error", status: 503, grpc: code.Code_UNAVAILABLE, outcome: "error", action: "tools/call", principal: "user:alice",
+			msg: "could not decide", headers: map[string]string{"x-lush-outcome": "error"}},
+		{file: "list_spiffe_cert", allowed: true, outcome: "allow", action: "tools/list", principal: "serviceaccount:notes-bot", cred: "Bearer " + notesBotNotes,
+			input: map[string]any{"principal": map[string]any{"id": "serviceaccount:notes-bot", "groups": []any{"group:agents"}}}},
+		{file: "spiffe_two_ids", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "exactly one"},
+		{file: "spiffe_mismatch", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "is not the principal Envoy names"},
+		{file: "trusted_header", allowed: true, outcome: "allow", action: "tools/call", principal: "user:alice", cred: "Bearer " + aliceNotes},
+		{file: "untrusted_header", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "192.168.1.5", headers: map[string]string{"www-authenticate": `Bearer realm="lush"`}},
+		{file: "no_identity", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "carries no credentials"},
+		{file: "bad_body", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "not a JSON-RPC message"},
+		{file: "header_mismatch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `Mcp-Name header says "search" but the message names "write_note"`},
+		{file: "headers_only_list", allowed: true, outcome: "allow", action: "tools/list", principal: "user:alice", cred: "Bearer " + aliceNotes},
+		{file: "no_body_call", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "with_request_body"},
+		{file: "duplicate_name", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `"name" appears twice`},
+		{file: "batch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "batches"},
+		{file: "initialize", allowed: true, outcome: "allow", action: "tools/list", principal: "user:alice", cred: "Bearer " + aliceNotes,
+			input: map[string]any{"tool": map[string]any{"ref": notesRef}}},
+		{file: "notification", status: 403, grpc: code.Code_PERMISSION_DENIED, outcome: "deny", action: "tools/list", principal: "user:bob"},
+		{file: "sse_get", allowed: true, outcome: "allow", action: "tools/list", principal: "user:alice", cred: "Bearer " + aliceNotes},
+		// agentd authenticates its callers itself: their credentials go on.
+		{file: "agent_chat", allowed: true, outcome: "allow", action: "agent/invoke", principal: "user:alice",
+			input: map[string]any{"agent": "helper", "chain": []any{"helper"}}},
+		{file: "agent_mcp_path_only", status: 403, grpc: code.Code_PERMISSION_DENIED, outcome: "deny", action: "agent/invoke", principal: "user:bob"},
+		{file: "unknown_route", status: 404, grpc: code.Code_NOT_FOUND, msg: "no agent or tool of the build"},
+		{file: "gateway_route", allowed: true},
+	}
+	hs := map[bool]*harness{false: start(t, harnessOpts{}), true: start(t, harnessOpts{live: true})}
+	for _, tc := range tests {
+		name := tc.file
+		if tc.live {
+			name += "/live"
+		}
+		t.Run(name, func(t *testing.T) {
+			h := hs[tc.live]
+			before := len(h.events())
+			req := load(t, tc.file)
+			a := read(t, h.check(req))
+			if a.allowed != tc.allowed {
+				t.Fatalf("allowed = %v, want %v (status %d, body %v)", a.allowed, tc.allowed, a.status, a.body)
+			}
+			if !tc.allowed {
+				if a.status != tc.status || a.grpc != tc.grpc {
+					t.Errorf("answer %d (%v), want %d (%v); body %v", a.status, a.grpc, tc.status, tc.grpc, a.body)
+				}
+				// The answer echoes the request's id (null when it has none or cannot be read).
+				var sent struct{ ID any }
+				json.Unmarshal(req.GetAttributes().GetRequest().GetHttp().GetRawBody(), &sent)
+				json.Unmarshal([]byte(req.GetAttributes().GetRequest().GetHttp().GetBody()), &sent)
+				if id, ok := a.body["id"]; !ok || id != sent.ID {
+					t.Errorf("JSON-RPC id = %v, want %v", a.body["id"], sent.ID)
+				}
+			}
+			if _, msg, _ := a.rpcError(); !strings.Contains(msg, tc.msg) {
+				t.Errorf("message %q does not contain %q", msg, tc.msg)
+			}
+			for k, v := range tc.headers {
+				if a.headers[k] != v {
+					t.Errorf("header %s = %q, want %q", k, a.headers[k], v)
+				}
+			}
+			if tc.allowed && tc.cred != "" {
+				if a.headers["authorization"] != tc.cred {
+					t.Errorf("the upstream gets Authorization %q, want %q", a.headers["authorization"], tc.cred)
+				}
+				if slices.Contains(a.remove, "authorization") {
+					t.Errorf("the credential's header is also removed: %v", a.remove)
+				}
+			}
+			if tc.allowed && tc.outcome != "" && tc.action != "agent/invoke" {
+				// The caller's own credentials and identity headers never reach an MCP server.
+				for _, hdr := range []string{"x-api-key", "x-lush-principal", "x-lush-groups"} {
+					if !slices.Contains(a.remove, hdr) {
+						t.Errorf("%s is not removed: %v", hdr, a.remove)
+					}
+				}
+				if tc.cred == "" && !slices.Contains(a.remove, "authorization") {
+					t.Errorf("the caller's Authorization header is passed on: %v", a.remove)
+				}
+			}
+
+			evs := h.events()[before:]
+			if tc.outcome == "" {
+				if len(evs) != 0 {
+					t.Fatalf("%d events logged, want none", len(evs))
+				}
+				return
+			}
+			if len(evs) != 1 {
+				t.Fatalf("%d events logged, want 1", len(evs))
+			}
+			ev := evs[0].Event
+			if ev.Point != extauthz.Point || ev.Outcome != tc.outcome || ev.Action != tc.action || ev.Principal != tc.principal || ev.Revision != h.hash {
+				t.Errorf("event %s %s %s %s rev %s, want %s %s %s %s", ev.Point, ev.Outcome, ev.Action, ev.Principal, ev.Revision,
+					extauthz.Point, tc.outcome, tc.action, tc.principal)
+			}
+			// The decision id is the same in the event, the headers and Envoy's metadata.
+			if a.headers[extauthz.HeaderDecisionID] != ev.DecisionID || a.meta["decision_id"] != ev.DecisionID || a.meta["outcome"] != tc.outcome {
+				t.Errorf("decision id: header %q, metadata %v, event %q", a.headers[extauthz.HeaderDecisionID], a.meta, ev.DecisionID)
+			}
+			if !tc.allowed {
+				if _, _, data := a.rpcError(); data != nil && data["decision_id"] != ev.DecisionID {
+					t.Errorf("the answer names decision %v, the log %s", data["decision_id"], ev.DecisionID)
+				}
+			}
+			var in map[string]any
+			json.Unmarshal(ev.Input, &in)
+			for k, want := range tc.input {
+				got, _ := json.Marshal(in[k])
+				w, _ := json.Marshal(want)
+				if string(got) != string(w) {
+					t.Errorf("input.%s = %s, want %s", k, got, w)
+				}
+			}
+			if tc.outcome == "stub" {
+				checkStub(t, a, evs[0], ev.DecisionID)
+			}
+			// The decision joins the trace of the request (traceparent), when it has one.
+			if tp := req.GetAttributes().GetRequest().GetHttp().GetHeaders()["traceparent"]; tp != "" && ev.TraceID != strings.Split(tp, "-")[1] {
+				t.Errorf("the event's trace is %q; the request's traceparent is %s", ev.TraceID, tp)
+			}
+		})
+	}
+}
+
+// checkStub: a stub is a JSON-RPC success marking the stub, and the log says it was stubbed.
+func checkStub(t *testing.T, a answer, rec decisionlog.Record, id string) {
+	t.Helper()
+	res, _ := a.body["result"].(map[string]any)
+	meta, _ := res["_meta"].(map[string]any)
+	st, _ := meta["dev.lush/stub"].(map[string]any)
+	if st["stubbed"] != true || st["decision_id"] != id || st["name"] != "write_note" {
+		t.Errorf("stub result %v", a.body)
+	}
+	content, _ := res["content"].([]any)
+	if len(content) == 0 || !strings.Contains(content[0].(map[string]any)["text"].(string), "NOT executed") {
+		t.Errorf("stub content %v", res["content"])
+	}
+	if rec.Completion == nil || rec.Completion.Status != decisionlog.StatusStubbed {
+		t.Errorf("completion %+v, want stubbed", rec.Completion)
+	}
+}
+
+// A delegation token lets only its agent use that agent's tools; at an agent's endpoint, the
+// token's chain is extended by the agent called.
+func TestDelegationTokens(t *testing.T) {
+	h := start(t, harnessOpts{})
+	token := func(agent string, chain ...string) string {
+		tok, err := h.signer.Sign(identity.Delegation{Principal: "user:alice", Groups: []string{"group:eng"}, Agent: agent, Chain: chain, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	req := load(t, "other_agents_token")
+	req.Attributes.Request.Http.Headers["authorization"] = "Bearer " + token("helper", "helper")
+	a := read(t, h.check(req))
+	if _, msg, _ := a.rpcError(); a.status != 403 || !strings.Contains(msg, `lets agent "helper" act, not "assistant"`) {
+		t.Errorf("a token of another agent: %d %q", a.status, msg)
+	}
+	req.Attributes.Request.Http.Headers["authorization"] = "Bearer " + token("assistant", "assistant")
+	if a := read(t, h.check(req)); !a.allowed {
+		t.Errorf("the agent's own token is refused: %v", a.body)
+	}
+	chat := load(t, "agent_chat")
+	chat.Attributes.Request.Http.Headers["authorization"] = "Bearer " + token("assistant", "assistant")
+	if a := read(t, h.check(chat)); !a.allowed {
+		t.Errorf("assistant calling helper for alice: %v", a.body)
+	}
+	evs := h.events()
+	var in authz.Input
+	json.Unmarshal(evs[len(evs)-1].Event.Input, &in)
+	if strings.Join(in.Chain, ",") != "assistant,helper" || in.Depth != 2 {
+		t.Errorf("chain %v depth %d, want assistant,helper 2", in.Chain, in.Depth)
+	}
+}
+
+// Until a build is deployed, every Check is denied and health says NOT_SERVING.
+func TestBeforeDeploy(t *testing.T) {
+	h := start(t, harnessOpts{noDeploy: true})
+	a := read(t, h.check(load(t, "call_read_apikey")))
+	if a.allowed || a.status != 503 {
+		t.Errorf("before deploy: allowed %v status %d", a.allowed, a.status)
+	}
+	hc := healthpb.NewHealthClient(h.conn)
+	r, err := hc.Check(context.Background(), &healthpb.HealthCheckRequest{Service: "envoy.service.auth.v3.Authorization"})
+	if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_NOT_SERVING {
+		t.Errorf("health before deploy: %v %v", r.GetStatus(), err)
+	}
+}
+
+// The server answers over its Unix socket too, reports health, and offers reflection.
+func TestSocketHealthReflection(t *testing.T) {
+	h := start(t, harnessOpts{})
+	conn, err := grpc.NewClient("unix://"+h.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := authv3.NewAuthorizationClient(conn).Check(ctx, load(t, "call_read_apikey"))
+	if err != nil || resp.GetOkResponse() == nil {
+		t.Fatalf("Check over the socket: %v %v", resp, err)
+	}
+	for _, svc := range []string{"", "envoy.service.auth.v3.Authorization"} {
+		r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: svc})
+		if err != nil || r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+			t.Errorf("health %q: %v %v", svc, r.GetStatus(), err)
+		}
+	}
+	stream, err := reflectionpb.NewServerReflectionClient(conn).ServerReflectionInfo(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Send(&reflectionpb.ServerReflectionRequest{MessageRequest: &reflectionpb.ServerReflectionRequest_ListServices{}}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, s := range r.GetListServicesResponse().GetService() {
+		names = append(names, s.GetName())
+	}
+	if !slices.Contains(names, "envoy.service.auth.v3.Authorization") || !slices.Contains(names, "grpc.health.v1.Health") {
+		t.Errorf("reflection lists %v", names)
+	}
+}
+
+// No credential, API key or token appears in the decision log or in an answer, whatever the
+// outcome; the upstream's credential appears only in the header the sidecar adds.
+func TestSecretsStayOut(t *testing.T) {
+	h := start(t, harnessOpts{})
+	var answers []string
+	for _, f := range []string{"call_read_apikey", "call_write_stub", "call_denied_bob", "call_jwt_metadata", "call_jwt_no_credential",
+		"call_policy_error", "list_spiffe_cert", "untrusted_header", "no_identity"} {
+		resp := h.check(load(t, f))
+		if d := resp.GetDeniedResponse(); d != nil {
+			answers = append(answers, d.GetBody())
+		}
+		answers = append(answers, resp.GetDynamicMetadata().String())
+	}
+	h.log.Sync(context.Background())
+	h.log.Close()
+	logged, err := os.ReadFile(h.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wal, _ := os.ReadFile(h.logPath + "-wal")
+	all := string(logged) + string(wal) + strings.Join(answers, "\n")
+	for _, secret := range []string{aliceKey, bobKey, aliceNotes, carolNotes, notesBotNotes, "eyJhbGciOiJSUzI1NiIsImtpZCI6ImsxIn0"} {
+		if strings.Contains(all, secret) {
+			t.Errorf("a secret (%s…) appears in the log or an answer", secret[:6])
+		}
+	}
+}
+
+// The config names its bad fields.
+func TestConfigErrors(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  extauthz.Config
+		want string
+	}{
+		{extauthz.Config{Listen: "9191"}, "ext_authz.listen"},
+		{extauthz.Config{Socket: "run/x.sock"}, "ext_authz.socket"},
+		{extauthz.Config{Listen: ":1", Identity: identity.EnvoyConfig{SPIFFE: []identity.SPIFFEMapping{{ID: "spiffe://a/b", Prefix: "spiffe://a/"}}}}, "ext_authz.identity.spiffe[0]: set exactly one"},
+		{extauthz.Config{Listen: ":1", Identity: identity.EnvoyConfig{SPIFFE: []identity.SPIFFEMapping{{Prefix: "https://a/", Principal: "serviceaccount:{name}"}}}}, "not a SPIFFE id"},
+		{extauthz.Config{Listen: ":1", Identity: identity.EnvoyConfig{SPIFFE: []identity.SPIFFEMapping{{ID: "spiffe://a/b", Principal: "serviceaccount:{name}"}}}}, "use it with prefix"},
+		{extauthz.Config{Listen: ":1", Identity: identity.EnvoyConfig{JWTMetadata: &identity.JWTMetadataConfig{PrincipalKind: "group"}}}, "principal_kind"},
+	} {
+		err := tc.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: %v, want %q", tc.cfg, err, tc.want)
+		}
+	}
+	if err := (extauthz.Config{Listen: "127.0.0.1:9191"}).Validate(); err != nil {
+		t.Error(err)
+	}
+}

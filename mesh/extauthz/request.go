@@ -1,0 +1,284 @@
+package extauthz
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/lush-agents/lush/mcphttp"
+)
+
+// Headers of the MCP 2026 transport that name a message's method and target, so that proxies can
+// route without reading the body. When the body is there too, both must agree.
+const (
+	headerMethod = "mcp-method"
+	headerName   = "mcp-name"
+	// Envoy sets it when with_request_body.allow_partial_message cut the body.
+	headerPartialBody = "x-envoy-auth-partial-body"
+)
+
+// message is the MCP message a request carries, as far as a decision needs it.
+type message struct {
+	Method string                     // the JSON-RPC method; "" for GET, DELETE and responses
+	ID     json.RawMessage            // the JSON-RPC id; nil for notifications
+	Params map[string]json.RawMessage // nil when absent
+	Body   bool                       // the message came from the body (not only from headers)
+}
+
+// problem is a request that cannot be decided: it is refused before the policy, with its
+// JSON-RPC code and HTTP status.
+type problem struct {
+	status int
+	code   int
+	msg    string
+}
+
+func (p *problem) Error() string { return p.msg }
+
+func badRequest(code int, format string, args ...any) *problem {
+	return &problem{status: http.StatusBadRequest, code: code, msg: fmt.Sprintf(format, args...)}
+}
+
+// headers returns the request's headers with lower-case names, from the map Envoy sends or,
+// when Envoy sends raw headers (encode_raw_headers), from the header map. Repeated headers are
+// joined with commas, as Envoy does.
+func headers(h *authv3.AttributeContext_HttpRequest) map[string]string {
+	if len(h.GetHeaders()) > 0 || h.GetHeaderMap() == nil {
+		out := make(map[string]string, len(h.GetHeaders()))
+		for k, v := range h.GetHeaders() {
+			out[strings.ToLower(k)] = v
+		}
+		return out
+	}
+	out := map[string]string{}
+	for _, hv := range h.GetHeaderMap().GetHeaders() {
+		k := strings.ToLower(hv.GetKey())
+		v := hv.GetValue()
+		if v == "" {
+			v = string(hv.GetRawValue())
+		}
+		if prev, ok := out[k]; ok {
+			v = prev + "," + v
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// readMessage reads the MCP message of a request to an MCP endpoint: from the body, which Envoy
+// sends when the ext_authz filter has with_request_body, cross-checked with the Mcp-Method and
+// Mcp-Name headers when they are present; from the headers alone only for methods whose decision
+// needs no body.
+func readMessage(h *authv3.AttributeContext_HttpRequest, hdr map[string]string) (message, *problem) {
+	switch h.GetMethod() {
+	case http.MethodGet, http.MethodDelete, http.MethodHead, http.MethodOptions:
+		// A GET opens the server's event stream; a DELETE ends the session.
+		return message{}, nil
+	case http.MethodPost:
+	default:
+		return message{}, &problem{status: http.StatusMethodNotAllowed, code: mcphttp.CodeInvalidRequest,
+			msg: fmt.Sprintf("HTTP %s is not an MCP request: MCP endpoints take POST, GET and DELETE", h.GetMethod())}
+	}
+	if hdr[headerPartialBody] == "true" {
+		return message{}, &problem{status: http.StatusRequestEntityTooLarge, code: mcphttp.CodeInvalidRequest,
+			msg: "the message is larger than the sidecar sends for authorization (ext_authz with_request_body.max_request_bytes), so it cannot be checked: send a smaller message, or raise the limit"}
+	}
+	body := h.GetRawBody()
+	if len(body) == 0 && h.GetBody() != "" {
+		body = []byte(h.GetBody())
+	}
+	hMethod, hName := hdr[headerMethod], hdr[headerName]
+	if len(bytes.TrimSpace(body)) == 0 {
+		if hMethod == "" || hMethod == "tools/call" {
+			return message{}, badRequest(mcphttp.CodeInvalidRequest,
+				"the sidecar did not send the request body, so the MCP message cannot be checked: configure the ext_authz filter with with_request_body (lushctl mesh xds does)")
+		}
+		m := message{Method: hMethod}
+		if hName != "" {
+			m.Params = map[string]json.RawMessage{}
+			m.Params[nameParam(hMethod)], _ = json.Marshal(hName)
+		}
+		return m, nil
+	}
+	m, p := parseMessage(body)
+	if p != nil {
+		return m, p
+	}
+	if hMethod != "" && hMethod != m.Method {
+		return m, badRequest(mcphttp.CodeInvalidRequest, "the Mcp-Method header says %q but the message's method is %q: they must agree", shorten(hMethod), shorten(m.Method))
+	}
+	if hName != "" {
+		var name string
+		json.Unmarshal(m.Params[nameParam(m.Method)], &name)
+		if hName != name {
+			return m, badRequest(mcphttp.CodeInvalidRequest, "the Mcp-Name header says %q but the message names %q: they must agree", shorten(hName), shorten(name))
+		}
+	}
+	return m, nil
+}
+
+// peekID is the JSON-RPC id of a request's body, when the body is a JSON object that has one: an
+// answer to a request that is refused before its message is read still names the request.
+func peekID(h *authv3.AttributeContext_HttpRequest) json.RawMessage {
+	body := h.GetRawBody()
+	if len(body) == 0 {
+		body = []byte(h.GetBody())
+	}
+	var m struct {
+		ID json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return nil
+	}
+	return m.ID
+}
+
+// nameParam is the parameter the Mcp-Name header mirrors.
+func nameParam(method string) string {
+	if strings.HasPrefix(method, "resources/") {
+		return "uri"
+	}
+	return "name"
+}
+
+// parseMessage decodes one JSON-RPC message strictly: an object, no duplicate member at the top
+// level or in params (a server reading the other copy would run what was not decided), no
+// trailing data, no batch.
+func parseMessage(body []byte) (message, *problem) {
+	body = bytes.TrimSpace(body)
+	if body[0] == '[' {
+		return message{}, badRequest(mcphttp.CodeInvalidRequest, "JSON-RPC batches are not accepted (MCP 2025-06-18 removed them): send one message per request")
+	}
+	top, err := decodeObject(body)
+	if err != nil {
+		return message{}, badRequest(mcphttp.CodeParseError, "the request body is not a JSON-RPC message: %v", err)
+	}
+	var version string
+	if json.Unmarshal(top["jsonrpc"], &version) != nil || version != "2.0" {
+		return message{}, badRequest(mcphttp.CodeInvalidRequest, `the message is not JSON-RPC 2.0: it needs "jsonrpc": "2.0"`)
+	}
+	m := message{Body: true}
+	if id, ok := top["id"]; ok {
+		m.ID = id
+	}
+	raw, hasMethod := top["method"]
+	if !hasMethod {
+		if _, ok := top["result"]; !ok {
+			if _, ok := top["error"]; !ok {
+				return m, badRequest(mcphttp.CodeInvalidRequest, "the message has no method, result or error")
+			}
+		}
+		return m, nil // a response to the server's request (sampling, elicitation, roots)
+	}
+	if json.Unmarshal(raw, &m.Method) != nil || m.Method == "" {
+		return m, badRequest(mcphttp.CodeInvalidRequest, "the message's method must be a non-empty string")
+	}
+	if p, ok := top["params"]; ok && string(p) != "null" {
+		if m.Params, err = decodeObject(p); err != nil {
+			return m, badRequest(mcphttp.CodeInvalidParams, "the params of %s are not a JSON object: %v", shorten(m.Method), err)
+		}
+	}
+	return m, nil
+}
+
+// decodeObject decodes a JSON object's members, refusing duplicates and trailing data. The
+// object is decoded at once; only when it has more members than names is it read again, to
+// name the duplicate.
+func decodeObject(b []byte) (map[string]json.RawMessage, error) {
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(b, &out); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return nil, err
+		}
+		return nil, errors.New("not a JSON object")
+	}
+	if out == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	if members(b) != len(out) {
+		return nil, duplicate(b)
+	}
+	return out, nil
+}
+
+// members counts the members of a valid JSON object: the strings at depth one that a colon
+// follows.
+func members(b []byte) int {
+	n, depth := 0, 0
+	for i := 0; i < len(b); i++ {
+		switch b[i] {
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+		case '"':
+			j := i + 1
+			for ; j < len(b) && b[j] != '"'; j++ {
+				if b[j] == '\\' {
+					j++
+				}
+			}
+			if depth == 1 {
+				k := j + 1
+				for k < len(b) && (b[k] == ' ' || b[k] == '\t' || b[k] == '\n' || b[k] == '\r') {
+					k++
+				}
+				if k < len(b) && b[k] == ':' {
+					n++
+				}
+			}
+			i = j
+		}
+	}
+	return n
+}
+
+// duplicate names the first member of a JSON object that appears twice.
+func duplicate(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.Token() // {
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		name, _ := t.(string)
+		if seen[name] {
+			return fmt.Errorf("member %q appears twice", shorten(name))
+		}
+		seen[name] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return err
+		}
+	}
+	return errors.New("a member appears twice")
+}
+
+// shorten cuts untrusted text shown in messages.
+func shorten(s string) string {
+	if len(s) > 100 {
+		return s[:100] + "…"
+	}
+	return s
+}
+
+// remoteAddr is the downstream peer's address as host:port ("" when Envoy sent none).
+func remoteAddr(p *authv3.AttributeContext_Peer) string {
+	sa := p.GetAddress().GetSocketAddress()
+	if sa == nil {
+		return ""
+	}
+	port := sa.GetPortValue()
+	if strings.Contains(sa.GetAddress(), ":") {
+		return fmt.Sprintf("[%s]:%d", sa.GetAddress(), port)
+	}
+	return fmt.Sprintf("%s:%d", sa.GetAddress(), port)
+}

@@ -1,0 +1,148 @@
+package extauthz
+
+import (
+	"encoding/json"
+	"net/http"
+	"sort"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+	"google.golang.org/genproto/googleapis/rpc/code"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/stub"
+)
+
+// Headers Lush adds to requests and answers.
+const (
+	HeaderDecisionID = "x-lush-decision-id"
+	HeaderOutcome    = "x-lush-outcome" // on answers given at the sidecar: deny, error, stub, ...
+)
+
+// allowed lets the request continue to the upstream with the decision id and set added, and
+// remove taken away. v is nil for requests that another enforcement point decides.
+func allowed(v *enforce.Verdict, set map[string]string, remove []string) *authv3.CheckResponse {
+	ok := &authv3.OkHttpResponse{HeadersToRemove: remove}
+	if v != nil {
+		ok.Headers = append(ok.Headers, header(HeaderDecisionID, v.ID))
+	}
+	names := make([]string, 0, len(set))
+	for k := range set {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		// HTTP/2 header names are lower case; Envoy compares them so.
+		ok.Headers = append(ok.Headers, header(strings.ToLower(k), set[k]))
+	}
+	return &authv3.CheckResponse{Status: &rpcstatus.Status{Code: int32(code.Code_OK)},
+		HttpResponse: &authv3.CheckResponse_OkResponse{OkResponse: ok}, DynamicMetadata: metadata(v)}
+}
+
+// denied answers a request the decision did not allow: 403 for the policy, 503 when the policy
+// could not be evaluated (or the decision not recorded), with a JSON-RPC error that says so.
+func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
+	status, grpcCode, rpcCode := http.StatusForbidden, code.Code_PERMISSION_DENIED, codeDenied
+	msg := v.Explain()
+	if v.Outcome == authz.OutcomeApproval {
+		msg = "This call needs a person's approval, and approvals cannot be given through the mesh yet, so it is refused (decision " + v.ID + ")."
+	}
+	if v.Outcome == authz.OutcomeError {
+		status, grpcCode, rpcCode = http.StatusServiceUnavailable, code.Code_UNAVAILABLE, mcphttp.CodeInternalError
+		msg = "Lush could not decide this call, so it is denied: " + strings.TrimPrefix(v.Explain(), "Lush denied this call: ")
+	}
+	body := rpcError(id, rpcCode, msg, map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons})
+	r := answer(status, grpcCode, body, v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
+	return r
+}
+
+// stubbed answers a write that live writes do not cover, at the sidecar: a JSON-RPC success
+// whose result marks the stub. The upstream never sees the call.
+func stubbed(id json.RawMessage, v *enforce.Verdict, c stub.Call) *authv3.CheckResponse {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "result": stub.Result(c)})
+	r := answer(http.StatusOK, code.Code_PERMISSION_DENIED, body, v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
+	return r
+}
+
+// refuse answers a request that could not be decided (no identity, a message that cannot be
+// read, an unknown route).
+func refuse(id json.RawMessage, p *problem) *authv3.CheckResponse {
+	grpcCode := code.Code_INVALID_ARGUMENT
+	switch p.status {
+	case http.StatusUnauthorized:
+		grpcCode = code.Code_UNAUTHENTICATED
+	case http.StatusForbidden:
+		grpcCode = code.Code_PERMISSION_DENIED
+	case http.StatusNotFound:
+		grpcCode = code.Code_NOT_FOUND
+	case http.StatusServiceUnavailable:
+		grpcCode = code.Code_UNAVAILABLE
+	case http.StatusInternalServerError:
+		grpcCode = code.Code_INTERNAL
+	}
+	r := answer(p.status, grpcCode, rpcError(id, p.code, p.msg, nil), nil)
+	if p.status == http.StatusUnauthorized {
+		r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header("www-authenticate", `Bearer realm="lush"`))
+	}
+	return r
+}
+
+// answer is a response given at the sidecar instead of the upstream's.
+func answer(status int, grpcCode code.Code, body []byte, v *enforce.Verdict) *authv3.CheckResponse {
+	outcome := "refused"
+	if v != nil {
+		outcome = v.Outcome
+	}
+	return &authv3.CheckResponse{
+		Status: &rpcstatus.Status{Code: int32(grpcCode), Message: outcome},
+		HttpResponse: &authv3.CheckResponse_DeniedResponse{DeniedResponse: &authv3.DeniedHttpResponse{
+			Status:  &typev3.HttpStatus{Code: typev3.StatusCode(status)},
+			Headers: []*corev3.HeaderValueOption{header("content-type", "application/json"), header(HeaderOutcome, outcome)},
+			Body:    string(body),
+		}},
+		DynamicMetadata: metadata(v),
+	}
+}
+
+func rpcError(id json.RawMessage, rpcCode int, msg string, data map[string]any) []byte {
+	if id == nil {
+		id = json.RawMessage("null")
+	}
+	e := map[string]any{"code": rpcCode, "message": msg}
+	if data != nil {
+		e["data"] = data
+	}
+	b, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": id, "error": e})
+	return b
+}
+
+func header(k, v string) *corev3.HeaderValueOption {
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, Value: v},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
+}
+
+// metadata is the decision as Envoy's dynamic metadata (namespace envoy.filters.http.ext_authz),
+// for its access log: %DYNAMIC_METADATA(envoy.filters.http.ext_authz:decision_id)%.
+func metadata(v *enforce.Verdict) *structpb.Struct {
+	if v == nil {
+		return nil
+	}
+	m := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk,
+		"revision": v.Revision, "rules": strings.Join(v.Rules, ","), "point": Point}
+	if v.Tool != "" {
+		m["tool"] = v.Tool
+	}
+	st, _ := structpb.NewStruct(m)
+	return st
+}

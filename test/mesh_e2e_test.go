@@ -1,0 +1,343 @@
+package test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	adsclient "github.com/envoyproxy/go-control-plane/pkg/client/sotw/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/test/mcpserver"
+)
+
+// These tests put Lush's ext_authz server (in `lushctl serve`) in front of a real MCP server, the
+// way an Envoy sidecar does. No Envoy binary can be installed here, so sidecar() stands in for
+// Envoy's HTTP ext_authz filter and router: it sends the CheckRequest Envoy sends (headers, raw
+// body, source address), then either forwards the request with the headers the answer adds and
+// removes, or answers with the answer's status, headers and body.
+
+const (
+	meshAlice = "mesh-alice-key-0123456789"
+	meshBob   = "mesh-bob-key-0123456789"
+)
+
+func meshProject(t *testing.T, upstream string) string {
+	return writeProject(t, map[string]string{
+		"lush.yaml": `project: mesh-e2e
+servers:
+  mcp://notes.internal/mcp:
+    url: ` + upstream + `
+tool_classes:
+  mcp://notes.internal/mcp:
+    echo: read
+    write_note: {access: write, risk: write}
+tool_grants:
+  - tool: mcp://notes.internal/mcp
+    grants:
+      - {principal: group:eng, access: read}
+      - {principal: user:alice, access: write, tools: [write_note]}
+`,
+		"agents/assistant/spec.yaml": `name: assistant
+model: gemini-2.5-flash
+description: Takes notes.
+tools:
+  - server: mcp://notes.internal/mcp
+    access: write
+acl:
+  - principal: group:eng
+    role: execute
+  - principal: user:bob
+    role: execute
+`,
+		"gateway.yaml": "auth:\n  api_keys:\n" +
+			"    - {name: alice, sha256: " + sha256hex(meshAlice) + ", principal: user:alice, groups: [group:eng]}\n" +
+			"    - {name: bob, sha256: " + sha256hex(meshBob) + ", principal: user:bob}\n",
+		"scripts/assistant.yaml": "turns: []\n",
+	})
+}
+
+// sidecar serves what an Envoy sidecar in front of upstream does with Lush as its ext_authz
+// service. checks counts the CheckRequests sent.
+func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, checks *int) string {
+	t.Helper()
+	target, _ := url.Parse(upstream)
+	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
+		r.SetURL(target)
+		r.Out.URL.Path = target.Path
+	}}
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		hdr := map[string]string{":path": r.URL.RequestURI(), ":method": r.Method, ":authority": r.Host}
+		for k, v := range r.Header {
+			hdr[strings.ToLower(k)] = strings.Join(v, ",")
+		}
+		host, port, _ := net.SplitHostPort(r.RemoteAddr)
+		p, _ := strconv.Atoi(port)
+		req := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{
+			Source: &authv3.AttributeContext_Peer{Address: &corev3.Address{Address: &corev3.Address_SocketAddress{
+				SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}}}},
+			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+				Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Scheme: "http", Protocol: "HTTP/1.1",
+				Headers: hdr, RawBody: body, Size: int64(len(body))}},
+		}}
+		*checks++
+		resp, err := authz.Check(r.Context(), req)
+		if err != nil {
+			http.Error(w, "ext_authz: "+err.Error(), http.StatusForbidden) // failure_mode_allow: false
+			return
+		}
+		if d := resp.GetDeniedResponse(); d != nil {
+			for _, h := range d.GetHeaders() {
+				w.Header().Set(h.GetHeader().GetKey(), h.GetHeader().GetValue())
+			}
+			w.WriteHeader(int(d.GetStatus().GetCode()))
+			io.WriteString(w, d.GetBody())
+			return
+		}
+		ok := resp.GetOkResponse()
+		for _, h := range ok.GetHeaders() {
+			r.Header.Set(h.GetHeader().GetKey(), h.GetHeader().GetValue())
+		}
+		for _, h := range ok.GetHeadersToRemove() {
+			r.Header.Del(h)
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		proxy.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/agents/assistant/tools/notes/mcp"
+}
+
+func mcpClient(t *testing.T, endpoint, key string) *client.Client {
+	t.Helper()
+	c, err := client.NewStreamableHttpClient(endpoint, transport.WithHTTPHeaders(map[string]string{"X-API-Key": key}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ProtocolVersion = mcp.LATEST_PROTOCOL_VERSION
+	init.Params.ClientInfo = mcp.Implementation{Name: "mesh-e2e", Version: "1"}
+	if _, err := c.Initialize(ctx, init); err != nil {
+		t.Fatalf("initialize through %s: %v", endpoint, err)
+	}
+	return c
+}
+
+// TestMeshSidecar: MCP clients talk to a real MCP server through the sidecar; Lush's ext_authz
+// (in `lushctl serve`) lets reads through with their decision, answers stubbed writes itself so
+// the server never sees them, and refuses what the policy denies. The same call made through the
+// gateway is logged with the same decision.
+func TestMeshSidecar(t *testing.T) {
+	upstream, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	dir := meshProject(t, upstream)
+	hash := buildAndDeploy(t, dir)
+	port, authzPort := freePort(t), freePort(t)
+	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	p := startProc(t, serveEnv(dir, port, logPath, "off", fmt.Sprintf("LUSH_EXT_AUTHZ_LISTEN=127.0.0.1:%d", authzPort)), lushctlBin, "serve")
+	waitFor(t, p, fmt.Sprintf("ext_authz (Envoy, gRPC): 127.0.0.1:%d", authzPort), 60*time.Second)
+
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", authzPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var checks int
+	endpoint := sidecar(t, authv3.NewAuthorizationClient(conn), upstream, &checks)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	alice := mcpClient(t, endpoint, meshAlice)
+	tools, err := alice.ListTools(ctx, mcp.ListToolsRequest{})
+	if err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list through the sidecar: %v %v", tools, err)
+	}
+	res, err := alice.CallTool(ctx, callReq("echo", map[string]any{"text": "through the mesh"}))
+	if err != nil || res.IsError || mcp.GetTextFromContent(res.Content[0]) != "through the mesh" {
+		t.Fatalf("echo through the sidecar: %v %v", res, err)
+	}
+	res, err = alice.CallTool(ctx, callReq("write_note", map[string]any{"text": "do not write"}))
+	if err != nil || !strings.Contains(mcp.GetTextFromContent(res.Content[0]), "[stub] write_note was NOT executed") {
+		t.Fatalf("write_note through the sidecar: %v %v", res, err)
+	}
+	if calls := rec.Calls(); !slices.Equal(calls, []string{"echo"}) {
+		t.Errorf("the MCP server received %v; only echo may reach it (the write is stubbed at the sidecar)", calls)
+	}
+
+	// bob may not use the server: he cannot even start a session. His client is told why, in a
+	// JSON-RPC error.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"bob","version":"1"}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-API-Key", meshBob)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer struct {
+		ID    int `json:"id"`
+		Error struct {
+			Code    int    `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	json.NewDecoder(resp.Body).Decode(&answer)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || answer.ID != 1 || answer.Error.Code != -32001 || !strings.Contains(answer.Error.Message, "user:bob") ||
+		resp.Header.Get("X-Lush-Decision-Id") == "" {
+		t.Errorf("bob's initialize through the sidecar: %d %+v", resp.StatusCode, answer)
+	}
+
+	// The same echo through the gateway.
+	gw := mcpClient(t, fmt.Sprintf("http://127.0.0.1:%d/gateway/agents/assistant/mcp", port), meshAlice)
+	if res, err := gw.CallTool(ctx, callReq("echo", map[string]any{"text": "through the mesh"})); err != nil || res.IsError {
+		t.Fatalf("echo through the gateway: %v %v", res, err)
+	}
+	gw.Close()
+	alice.Close()
+	if code := p.stop(t); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+
+	recs := readDecisions(t, logPath)
+	var mesh, gateway []decisionlog.Event
+	for _, r := range recs {
+		if r.Event.Action != "tools/call" {
+			continue
+		}
+		switch r.Event.Point {
+		case "ext_authz":
+			mesh = append(mesh, r.Event)
+		case "mcp-gateway":
+			gateway = append(gateway, r.Event)
+		}
+	}
+	if len(mesh) != 2 || len(gateway) != 1 {
+		t.Fatalf("tools/call decisions: %d at ext_authz, %d at the gateway; want 2 and 1", len(mesh), len(gateway))
+	}
+	if mesh[1].Outcome != "stub" || mesh[1].ToolName != "write_note" {
+		t.Errorf("the write's decision: %s %s", mesh[1].Outcome, mesh[1].ToolName)
+	}
+	// One decision, whichever enforcement point made it.
+	a, b := mesh[0], gateway[0]
+	if string(a.Input) != string(b.Input) || string(a.Result) != string(b.Result) || a.Revision != hash || b.Revision != hash {
+		t.Errorf("the same call decided differently:\next_authz input %s result %s\ngateway   input %s result %s", a.Input, a.Result, b.Input, b.Result)
+	}
+	for _, e := range []decisionlog.Event{a, b} {
+		if e.Principal != "user:alice" || e.Tool != "mcp://notes.internal/mcp" || e.ToolName != "echo" || e.Outcome != "allow" || e.Access != "read" {
+			t.Errorf("event %+v", e)
+		}
+	}
+	if checks < 5 {
+		t.Errorf("only %d checks for initialize, notifications, tools/list and two calls", checks)
+	}
+}
+
+func callReq(name string, args map[string]any) mcp.CallToolRequest {
+	r := mcp.CallToolRequest{}
+	r.Params.Name, r.Params.Arguments = name, args
+	return r
+}
+
+func readDecisions(t *testing.T, path string) []decisionlog.Record {
+	t.Helper()
+	r, err := decisionlog.OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recs, err := r.Query(context.Background(), decisionlog.Filter{Oldest: true, Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
+
+// TestMeshXDSFollowsDeploys runs `lushctl mesh xds` on a project and subscribes to it as a
+// sidecar does (go-control-plane's ADS client): the deployed build's clusters arrive; after
+// `lushctl deploy` of a build with another server, the new ones do.
+func TestMeshXDSFollowsDeploys(t *testing.T) {
+	dir := meshProject(t, "http://127.0.0.1:1/mcp")
+	buildAndDeploy(t, dir)
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := startProc(t, nil, lushctlBin, "mesh", "xds", "--listen", "127.0.0.1:0", "--ready-file", ready, dir)
+	waitFor(t, p, "lush xds: serving on", 60*time.Second)
+	addr, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(string(addr), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c := adsclient.NewADSClient(ctx, &corev3.Node{Id: "sidecar-e2e"}, resource.ClusterType)
+	if err := c.InitConnect(conn); err != nil {
+		t.Fatal(err)
+	}
+	clusters := func() []string {
+		t.Helper()
+		resp, err := c.Fetch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for _, a := range resp.Resources {
+			cl := &clusterv3.Cluster{}
+			a.UnmarshalTo(cl)
+			names = append(names, cl.Name)
+		}
+		if err := c.Ack(); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(names)
+		return names
+	}
+	if got := clusters(); !slices.Equal(got, []string{"lush", "lush_ext_authz", "mcp_http_127_0_0_1_1"}) {
+		t.Fatalf("first snapshot: %v", got)
+	}
+	// A new build: the notes server moves.
+	lush := filepath.Join(dir, "lush.yaml")
+	data, _ := os.ReadFile(lush)
+	os.WriteFile(lush, []byte(strings.Replace(string(data), "http://127.0.0.1:1/mcp", "https://notes.example.com/mcp", 1)), 0o644)
+	hash := buildAndDeploy(t, dir)
+	if got := clusters(); !slices.Equal(got, []string{"lush", "lush_ext_authz", "mcp_https_notes_example_com"}) {
+		t.Fatalf("after lushctl deploy: %v", got)
+	}
+	waitFor(t, p, "lush xds: build "+hash[:12], 10*time.Second)
+	if code := p.stop(t); code != 0 {
+		t.Errorf("mesh xds exited %d", code)
+	}
+}
