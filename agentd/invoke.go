@@ -15,6 +15,7 @@ import (
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/identity"
 )
 
@@ -75,16 +76,7 @@ type DeniedError struct {
 	Outcome    string
 }
 
-func (e *DeniedError) Error() string {
-	msgs := make([]string, 0, len(e.Reasons))
-	for _, r := range e.Reasons {
-		msgs = append(msgs, r.Message)
-	}
-	if len(msgs) == 0 {
-		msgs = append(msgs, "the policy does not allow it")
-	}
-	return fmt.Sprintf("Lush denied this invocation: %s (decision %s)", strings.Join(msgs, "; "), e.DecisionID)
-}
+func (e *DeniedError) Error() string { return enforce.Explain("invocation", e.Reasons, e.DecisionID) }
 
 // NotFoundError names an agent the deployed build does not have.
 type NotFoundError struct {

@@ -268,13 +268,16 @@ func (v *Verdict) Meta() map[string]any {
 
 // Explain is the message a denied caller sees: the policy's reasons and the decision id, no
 // internals.
-func (v *Verdict) Explain() string {
-	msgs := make([]string, 0, len(v.Reasons))
-	for _, r := range v.Reasons {
+func (v *Verdict) Explain() string { return Explain("call", v.Reasons, v.ID) }
+
+// Explain is the message of a denied call or invocation (what): the reasons and the decision id.
+func Explain(what string, reasons []authz.Reason, decisionID string) string {
+	msgs := make([]string, 0, len(reasons))
+	for _, r := range reasons {
 		msgs = append(msgs, r.Message)
 	}
 	if len(msgs) == 0 {
 		msgs = append(msgs, "the policy does not allow it")
 	}
-	return fmt.Sprintf("Lush denied this call: %s (decision %s)", strings.Join(msgs, "; "), v.ID)
+	return fmt.Sprintf("Lush denied this %s: %s (decision %s)", what, strings.Join(msgs, "; "), decisionID)
 }

@@ -115,26 +115,11 @@ func (c JWTMetadataConfig) FromJWTPayload(payload map[string]any) (Caller, error
 		}
 		cl[k] = raw
 	}
-	subject, ok, err := cl.str(c.SubjectClaim)
-	switch {
-	case err != nil:
-		return Caller{}, fail(CodeInvalidToken, "the verified token's %v: set ext_authz.identity.jwt_metadata.subject_claim to a string claim", err)
-	case !ok || subject == "":
-		return Caller{}, fail(CodeInvalidToken, "the verified token has no %s claim: set ext_authz.identity.jwt_metadata.subject_claim to the claim that names the caller", shown(c.SubjectClaim))
-	}
-	id := c.PrincipalKind + ":" + subject
-	if _, err := principal.Parse(id); err != nil {
-		return Caller{}, fail(CodeInvalidToken, "the verified token's %s claim does not form a principal: %v", shown(c.SubjectClaim), err)
-	}
-	groups, e := tokenGroups(cl, c.GroupsClaim)
+	caller, e := claimsCaller(cl, "verified token", "ext_authz.identity.jwt_metadata", c.SubjectClaim, c.PrincipalKind, c.GroupsClaim, MethodEnvoyJWT)
 	if e != nil {
 		return Caller{}, e
 	}
-	sub, _, _ := cl.str("sub")
-	if sub == "" {
-		sub = subject
-	}
-	return Caller{ID: id, Groups: groups, Method: MethodEnvoyJWT, Subject: sub}, nil
+	return caller, nil
 }
 
 // FromSPIFFE is the caller a peer's SPIFFE id names: the first mapping that matches (an exact id

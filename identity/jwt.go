@@ -243,18 +243,25 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string, parts []strin
 		return Caller{}, fail(CodeInvalidToken, "the token's audience %s does not include any of %s configured for issuer %s: request a token for one of them, or add the audience to %s.audiences", shownList(aud), strings.Join(is.audiences, ", "), shown(iss), is.field)
 	}
 
-	subject, ok, err := cl.str(is.subjectClaim)
+	return claimsCaller(cl, "token", is.field, is.subjectClaim, string(is.kind), is.groupsClaim, MethodJWT)
+}
+
+// claimsCaller is the caller a verified token's claims name: <kind>:<subject claim>, with the
+// groups of the groups claim. what names the token in messages ("token"), field the config entry
+// to fix.
+func claimsCaller(cl claims, what, field, subjectClaim, kind, groupsClaim string, method Method) (Caller, *Error) {
+	subject, ok, err := cl.str(subjectClaim)
 	switch {
 	case err != nil:
-		return Caller{}, fail(CodeInvalidToken, "the token's %v: set %s.subject_claim to a string claim", err, is.field)
+		return Caller{}, fail(CodeInvalidToken, "the %s's %v: set %s.subject_claim to a string claim", what, err, field)
 	case !ok || subject == "":
-		return Caller{}, fail(CodeInvalidToken, "the token has no %s claim: set %s.subject_claim to the claim that names the caller", shown(is.subjectClaim), is.field)
+		return Caller{}, fail(CodeInvalidToken, "the %s has no %s claim: set %s.subject_claim to the claim that names the caller", what, shown(subjectClaim), field)
 	}
-	id := string(is.kind) + ":" + subject
+	id := kind + ":" + subject
 	if _, err := principal.Parse(id); err != nil {
-		return Caller{}, fail(CodeInvalidToken, "the token's %s claim does not form a principal: %v", shown(is.subjectClaim), err)
+		return Caller{}, fail(CodeInvalidToken, "the %s's %s claim does not form a principal: %v", what, shown(subjectClaim), err)
 	}
-	groups, e := tokenGroups(cl, is.groupsClaim)
+	groups, e := tokenGroups(cl, groupsClaim)
 	if e != nil {
 		return Caller{}, e
 	}
@@ -262,7 +269,7 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string, parts []strin
 	if sub == "" {
 		sub = subject
 	}
-	return Caller{ID: id, Groups: groups, Method: MethodJWT, Subject: sub}, nil
+	return Caller{ID: id, Groups: groups, Method: method, Subject: sub}, nil
 }
 
 // tokenGroups reads the groups claim: an array of strings, or a string of names separated by

@@ -46,6 +46,19 @@ func startNoop(b *testing.B) authv3.AuthorizationClient {
 	return authv3.NewAuthorizationClient(conn)
 }
 
+// benchClient is a client of the baseline server ("direct") or of Lush's.
+func benchClient(b *testing.B, target string) authv3.AuthorizationClient {
+	if target == "direct" {
+		return startNoop(b)
+	}
+	return start(b, harnessOpts{}).client
+}
+
+// callBody is the i-th benchmark call: a read, with its own arguments.
+func callBody(i int64) []byte {
+	return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":{"query":"standup %d"}}}`, i, i)
+}
+
 // BenchmarkCheckAtRate sends Check at a fixed rate (open loop: a request is sent at its
 // scheduled time whether or not earlier ones have been answered, so a stall shows in the tail
 // instead of slowing the generator down) for a fixed time, to
@@ -58,12 +71,7 @@ func BenchmarkCheckAtRate(b *testing.B) {
 	const rate, duration = 2000, 10 * time.Second
 	for _, target := range []string{"direct", "lush"} {
 		b.Run(fmt.Sprintf("%s/rps=%d", target, rate), func(b *testing.B) {
-			var client authv3.AuthorizationClient
-			if target == "direct" {
-				client = startNoop(b)
-			} else {
-				client = start(b, harnessOpts{}).client
-			}
+			client := benchClient(b, target)
 			base := load(b, "call_read_apikey")
 			for range b.N {
 				lat := openLoop(b, client, base, rate, duration)
@@ -80,8 +88,7 @@ func openLoop(b *testing.B, client authv3.AuthorizationClient, base *authv3.Chec
 	reqs := make([]*authv3.CheckRequest, 1000)
 	for i := range reqs {
 		reqs[i] = proto.Clone(base).(*authv3.CheckRequest)
-		reqs[i].Attributes.Request.Http.RawBody = fmt.Appendf(nil,
-			`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":{"query":"standup %d"}}}`, i, i)
+		reqs[i].Attributes.Request.Http.RawBody = callBody(int64(i))
 	}
 	lat := make([]time.Duration, n)
 	interval := time.Second / time.Duration(rate)
@@ -133,12 +140,7 @@ func report(b *testing.B, lat []time.Duration) {
 func BenchmarkCheck(b *testing.B) {
 	for _, target := range []string{"direct", "lush"} {
 		b.Run(target, func(b *testing.B) {
-			var client authv3.AuthorizationClient
-			if target == "direct" {
-				client = startNoop(b)
-			} else {
-				client = start(b, harnessOpts{}).client
-			}
+			client := benchClient(b, target)
 			base := load(b, "call_read_apikey")
 			b.SetParallelism(8)
 			b.ReportAllocs()
@@ -148,8 +150,7 @@ func BenchmarkCheck(b *testing.B) {
 				for pb.Next() {
 					i := n.Add(1)
 					r := proto.Clone(base).(*authv3.CheckRequest)
-					r.Attributes.Request.Http.RawBody = fmt.Appendf(nil,
-						`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"search","arguments":{"query":"standup %d"}}}`, i, i)
+					r.Attributes.Request.Http.RawBody = callBody(i)
 					resp, err := client.Check(context.Background(), r)
 					if err != nil || resp.GetOkResponse() == nil {
 						b.Fatalf("Check: %v %v", err, resp)

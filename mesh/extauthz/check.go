@@ -60,20 +60,20 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	// The decision joins the request's trace (Envoy propagates traceparent), so the log event
 	// names the trace.
 	ctx = telemetry.Propagator.Extract(ctx, propagation.MapCarrier(hdr))
-	ctx, span := s.tracer.Start(ctx, "ext_authz "+string(route.Kind)+" "+msg.Method, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("lush.agent", route.Agent), attribute.String("lush.tool", route.Tool)))
+	ctx, span := s.tracer.Start(ctx, "ext_authz "+string(route.Kind), trace.WithSpanKind(trace.SpanKindServer),
+		trace.WithAttributes(attribute.String("lush.agent", route.Agent), attribute.String("lush.tool", route.Tool),
+			attribute.String("mcp.method", shorten(msg.Method))))
 	defer span.End()
 	caller, p := s.caller(ctx, attrs, hdr)
 	if p != nil {
 		return refuse(msg.ID, p), nil
 	}
 	var resp *authv3.CheckResponse
-	switch {
-	case route.Kind == mesh.KindAgent:
+	if route.Kind == mesh.KindAgent {
 		resp = s.checkAgent(ctx, route, msg, caller)
-	case caller.CheckAgent(route.Agent) != nil:
-		resp = refuse(msg.ID, &problem{status: http.StatusForbidden, code: codeDenied, msg: caller.CheckAgent(route.Agent).Error()})
-	default:
+	} else if err := caller.CheckAgent(route.Agent); err != nil {
+		resp = refuse(msg.ID, &problem{status: http.StatusForbidden, code: codeDenied, msg: err.Error()})
+	} else {
 		resp = s.checkServer(ctx, b, route, msg, caller)
 	}
 	md := resp.GetDynamicMetadata().GetFields()
