@@ -104,3 +104,46 @@ func TestMeshCheck(t *testing.T) {
 		t.Errorf("no server: exit %d %s", r.code, r.stderr)
 	}
 }
+
+func TestMeshXDSAndBootstrap(t *testing.T) {
+	dir := quickstartCopy(t)
+	if r := lushctl(t, "", "mesh", "xds", "--print", dir); r.code != exitRuntime || !strings.Contains(r.stderr, "nothing is deployed") {
+		t.Errorf("nothing deployed: %d %s", r.code, r.stderr)
+	}
+	r := lushctl(t, "", "build", "-q", "--offline", dir)
+	hash := strings.TrimSpace(r.stdout)
+	if r.code != 0 || len(hash) != 64 {
+		t.Fatalf("build: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := lushctl(t, "", "deploy", hash, dir); r.code != 0 {
+		t.Fatalf("deploy: %s", r.stderr)
+	}
+	r = lushctl(t, "", "mesh", "xds", "--print", "--ext-authz", "unix:///run/lush/ext_authz.sock", dir)
+	for _, want := range []string{`"name": "lush_mcp"`, `"path": "/agents/researcher/tools/notes/mcp"`, `"lush.tool": "mcp://notes.example.com/mcp"`,
+		`"prefix": "/gateway/agents/researcher/"`, `"path": "/run/lush/ext_authz.sock"`} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("mesh xds --print: %d, no %s in\n%s%s", r.code, want, r.stdout, r.stderr)
+			break
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"mesh", "xds", "--print", "--ext-authz", "9191", dir}, "cluster lush_ext_authz"},
+		{[]string{"mesh", "xds", "--print", "--tls-cert", "a.pem", dir}, "needs all of --tls-cert, --tls-key and --tls-ca"},
+		{[]string{"mesh", "xds", "--print", "--build", "0000", dir}, "--build"},
+		{[]string{"mesh", "bootstrap", "--admin", "nowhere"}, "--admin"},
+	} {
+		if r := lushctl(t, "", tc.args...); r.code != exitUsage || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: %d %q, want %q", tc.args, r.code, r.stderr, tc.want)
+		}
+	}
+	out := filepath.Join(t.TempDir(), "envoy.yaml")
+	if r := lushctl(t, "", "mesh", "bootstrap", "--xds", "xds.internal:18000", "--node-id", "notes-sidecar", "-o", out); r.code != 0 {
+		t.Fatalf("bootstrap: %s", r.stderr)
+	}
+	if b, _ := os.ReadFile(out); !strings.Contains(string(b), "id: notes-sidecar") || !strings.Contains(string(b), "address: xds.internal") {
+		t.Errorf("bootstrap:\n%s", b)
+	}
+}
