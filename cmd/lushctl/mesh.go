@@ -36,6 +36,7 @@ where (docs/mesh.md). These commands configure the sidecars and debug the setup:
 type meshXDSFlags struct {
 	listen, extAuthz, lush, sidecar, gatewayConfig, build, ready, logLevel string
 	tlsCert, tlsKey, tlsCA                                                 string
+	eaCert, eaKey, eaCA                                                    string
 	timeout                                                                time.Duration
 	print                                                                  bool
 }
@@ -56,8 +57,10 @@ per upstream. Every resource passes its proto's ValidateAll.
 It follows the deployed build (lushctl deploy) and pushes a new snapshot to every connected
 sidecar on each deploy; --build serves one kept build. Every sidecar gets the same snapshot.
 --print prints the resources as JSON and exits.`,
-		Example: `  # Sidecars fetch from :18000; Lush's ext_authz on :9191 and its HTTP server on :8080
-  lushctl mesh xds --listen 0.0.0.0:18000 --ext-authz lush.internal:9191 --lush lush.internal:8080 .
+		Example: `  # Sidecars fetch from :18000; Lush (ext_authz over mTLS, ext_authz.tls) on lush.internal
+  lushctl mesh xds --listen 0.0.0.0:18000 --ext-authz lush.internal:9191 --lush lush.internal:8080 \
+    --ext-authz-tls-cert /etc/envoy/client.pem --ext-authz-tls-key /etc/envoy/client.key \
+    --ext-authz-tls-ca /etc/envoy/lush-ca.pem .
 
   # With the gateway config's JWT issuers verified by the sidecars, and mTLS with SPIFFE ids
   lushctl mesh xds --gateway-config gateway.yaml --tls-cert /etc/spire/svid.pem \
@@ -78,6 +81,9 @@ sidecar on each deploy; --build serves one kept build. Every sidecar gets the sa
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "downstream mTLS: the sidecar's certificate (a path on the sidecar's host)")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "downstream mTLS: its private key")
 	fl.StringVar(&f.tlsCA, "tls-ca", "", "downstream mTLS: the CA bundle peers' certificates must chain to")
+	fl.StringVar(&f.eaCert, "ext-authz-tls-cert", "", "mTLS to Lush's ext_authz (ext_authz.tls): the sidecar's client certificate")
+	fl.StringVar(&f.eaKey, "ext-authz-tls-key", "", "mTLS to ext_authz: its private key")
+	fl.StringVar(&f.eaCA, "ext-authz-tls-ca", "", "mTLS to ext_authz: the CA of Lush's server certificate")
 	fl.StringVar(&f.build, "build", "", "serve this kept build (hash or prefix) instead of following the deployed one")
 	fl.StringVar(&f.ready, "ready-file", "", "write the listening address to this file once serving (for scripts and tests)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
@@ -93,6 +99,13 @@ func (f *meshXDSFlags) options() (xds.Options, error) {
 	case 0:
 	default:
 		return o, usage("downstream mTLS needs all of --tls-cert, --tls-key and --tls-ca")
+	}
+	switch n := btoi(f.eaCert != "") + btoi(f.eaKey != "") + btoi(f.eaCA != ""); n {
+	case 3:
+		o.ExtAuthzTLS = &xds.TLS{CertFile: f.eaCert, KeyFile: f.eaKey, CAFile: f.eaCA}
+	case 0:
+	default:
+		return o, usage("mTLS to ext_authz needs all of --ext-authz-tls-cert, --ext-authz-tls-key and --ext-authz-tls-ca")
 	}
 	if f.gatewayConfig != "" {
 		cfg, err := loadGatewayConfig(f.gatewayConfig)

@@ -18,6 +18,8 @@ package extauthz
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -52,7 +55,16 @@ const Point = "ext_authz"
 type Config struct {
 	Listen   string               `yaml:"listen"` // TCP address, e.g. 127.0.0.1:9191
 	Socket   string               `yaml:"socket"` // Unix socket path
+	TLS      *TLSConfig           `yaml:"tls"`    // mTLS: required to listen beyond loopback
 	Identity identity.EnvoyConfig `yaml:"identity"`
+}
+
+// TLSConfig is the server's mTLS: only clients with a certificate from ClientCAFile (the
+// sidecars) may call Check.
+type TLSConfig struct {
+	CertFile     string `yaml:"cert_file"`
+	KeyFile      string `yaml:"key_file"`
+	ClientCAFile string `yaml:"client_ca_file"`
 }
 
 // Enabled reports whether the server should run: a listen address or a socket is set.
@@ -62,9 +74,19 @@ func (c Config) Enabled() bool { return c.Listen != "" || c.Socket != "" }
 func (c Config) Validate() error {
 	var errs []error
 	if c.Listen != "" {
-		if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		host, _, err := net.SplitHostPort(c.Listen)
+		switch {
+		case err != nil:
 			errs = append(errs, fmt.Errorf("ext_authz.listen: %q is not host:port (e.g. 127.0.0.1:9191)", c.Listen))
+		case c.TLS == nil && !loopback(host):
+			// An allowed Check's answer carries the caller's upstream credential: whoever can call
+			// Check with a forged identity could collect credentials.
+			errs = append(errs, fmt.Errorf("ext_authz.listen: %s is not a loopback address, and Check answers carry the callers' upstream credentials: "+
+				"listen on loopback or a Unix socket (with the sidecar beside Lush), or set ext_authz.tls so that only the sidecars' certificates may call", c.Listen))
 		}
+	}
+	if t := c.TLS; t != nil && (t.CertFile == "" || t.KeyFile == "" || t.ClientCAFile == "") {
+		errs = append(errs, errors.New("ext_authz.tls: set cert_file, key_file and client_ca_file (the CA of the sidecars' client certificates)"))
 	}
 	if c.Socket != "" && !filepath.IsAbs(c.Socket) {
 		errs = append(errs, fmt.Errorf("ext_authz.socket: %q must be an absolute path (e.g. /run/lush/ext_authz.sock)", c.Socket))
@@ -73,6 +95,33 @@ func (c Config) Validate() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// loopback reports whether host is a loopback address or localhost.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// serverCredentials are the gRPC server's mTLS credentials.
+func (t *TLSConfig) serverCredentials() (credentials.TransportCredentials, error) {
+	cert, err := tls.LoadX509KeyPair(t.CertFile, t.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("ext_authz.tls: load cert_file and key_file: %w", err)
+	}
+	pem, err := os.ReadFile(t.ClientCAFile)
+	if err != nil {
+		return nil, fmt.Errorf("ext_authz.tls.client_ca_file: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("ext_authz.tls.client_ca_file: %s holds no PEM certificate", t.ClientCAFile)
+	}
+	return credentials.NewTLS(&tls.Config{Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12}), nil
 }
 
 // Options are what a Server is built from besides its Config.
@@ -138,7 +187,15 @@ func New(cfg Config, opts Options) (*Server, error) {
 	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz")}
 	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: opts.Environment, Instance: opts.Instance,
 		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
-	s.grpc = grpc.NewServer()
+	var gopts []grpc.ServerOption
+	if cfg.TLS != nil {
+		creds, err := cfg.TLS.serverCredentials()
+		if err != nil {
+			return nil, err
+		}
+		gopts = append(gopts, grpc.Creds(creds))
+	}
+	s.grpc = grpc.NewServer(gopts...)
 	authv3.RegisterAuthorizationServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
 	reflection.Register(s.grpc)

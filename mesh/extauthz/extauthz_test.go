@@ -2,11 +2,19 @@ package extauthz_test
 
 import (
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/hex"
 	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +25,7 @@ import (
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"google.golang.org/genproto/googleapis/rpc/code"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
@@ -560,4 +569,118 @@ func TestConfigErrors(t *testing.T) {
 	if err := (extauthz.Config{Listen: "127.0.0.1:9191"}).Validate(); err != nil {
 		t.Error(err)
 	}
+}
+
+// Beyond loopback, Check is served only over mTLS: its answers carry upstream credentials.
+func TestListenBeyondLoopbackNeedsMTLS(t *testing.T) {
+	for _, addr := range []string{"0.0.0.0:9191", ":9191", "10.0.0.7:9191", "lush.internal:9191"} {
+		err := extauthz.Config{Listen: addr}.Validate()
+		if err == nil || !strings.Contains(err.Error(), "not a loopback address") {
+			t.Errorf("%s without tls: %v", addr, err)
+		}
+	}
+	for _, addr := range []string{"127.0.0.1:9191", "[::1]:9191", "localhost:9191"} {
+		if err := (extauthz.Config{Listen: addr}).Validate(); err != nil {
+			t.Errorf("%s: %v", addr, err)
+		}
+	}
+	if err := (extauthz.Config{Listen: "0.0.0.0:9191", TLS: &extauthz.TLSConfig{CertFile: "c"}}).Validate(); err == nil || !strings.Contains(err.Error(), "client_ca_file") {
+		t.Errorf("partial tls: %v", err)
+	}
+}
+
+// With ext_authz.tls, only clients with a certificate of the client CA get an answer.
+func TestMTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := newCA(t)
+	writePEM(t, filepath.Join(dir, "ca.pem"), "CERTIFICATE", ca.Raw)
+	srvCert, srvKey := issue(t, ca, caKey, "lush", []string{"127.0.0.1"})
+	writePEM(t, filepath.Join(dir, "server.pem"), "CERTIFICATE", srvCert.Raw)
+	writeKey(t, filepath.Join(dir, "server.key"), srvKey)
+	cliCert, cliKey := issue(t, ca, caKey, "sidecar", nil)
+
+	ctx := context.Background()
+	logPath := filepath.Join(t.TempDir(), "d.db")
+	dlog, err := decisionlog.Open(ctx, logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dlog.Close()
+	auth, err := identity.New(ctx, identity.Config{Dev: &identity.DevConfig{Principal: "user:dev"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auth.Close()
+	srv, err := extauthz.New(extauthz.Config{Listen: "0.0.0.0:0", TLS: &extauthz.TLSConfig{CertFile: filepath.Join(dir, "server.pem"),
+		KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.pem")}}, extauthz.Options{Log: dlog, Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Serve(ln)
+	defer srv.Stop(ctx)
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	call := func(certs []tls.Certificate) error {
+		conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(credentials.NewTLS(&tls.Config{RootCAs: pool, Certificates: certs, ServerName: "127.0.0.1"})))
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err = authv3.NewAuthorizationClient(conn).Check(ctx, load(t, "call_read_apikey"))
+		return err
+	}
+	if err := call(nil); err == nil {
+		t.Error("a client without a certificate was answered")
+	}
+	if err := call([]tls.Certificate{{Certificate: [][]byte{cliCert.Raw}, PrivateKey: cliKey}}); err != nil {
+		t.Errorf("the sidecar's certificate: %v", err)
+	}
+}
+
+func newCA(t *testing.T) (*x509.Certificate, *ecdsa.PrivateKey) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test CA"}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key
+}
+
+func issue(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey, cn string, ips []string) (*x509.Certificate, *ecdsa.PrivateKey) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: cn}, NotBefore: time.Now().Add(-time.Hour),
+		NotAfter: time.Now().Add(time.Hour), KeyUsage: x509.KeyUsageDigitalSignature,
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}}
+	for _, ip := range ips {
+		tmpl.IPAddresses = append(tmpl.IPAddresses, net.ParseIP(ip))
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key
+}
+
+func writePEM(t *testing.T, path, typ string, der []byte) {
+	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeKey(t *testing.T, path string, key *ecdsa.PrivateKey) {
+	der, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	writePEM(t, path, "EC PRIVATE KEY", der)
 }

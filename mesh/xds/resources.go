@@ -65,6 +65,9 @@ type Options struct {
 	MaxRequestBytes uint32        // request bodies sent with Check (default 1 MiB)
 	JWT             []JWTProvider // verified by Envoy's jwt_authn filter; the payload reaches Lush as metadata
 	TLS             *TLS          // downstream mTLS: peer certificates (SPIFFE ids) reach Lush
+	// ExtAuthzTLS is the sidecar's mTLS to Lush's ext_authz (ext_authz.tls): its client
+	// certificate, and the CA of Lush's server certificate.
+	ExtAuthzTLS *TLS
 }
 
 // JWTProvider is an issuer whose tokens the sidecar verifies.
@@ -138,7 +141,11 @@ func Resources(m *manifest.Manifest, o Options) (map[resource.Type][]types.Resou
 		}
 		clusters[c.Name] = c
 	}
-	addCluster(cluster(ExtAuthzClusterName, o.ExtAuthz, false, true))
+	ea, err := cluster(ExtAuthzClusterName, o.ExtAuthz, false, true)
+	if err == nil && o.ExtAuthzTLS != nil {
+		err = withClientTLS(ea, o.ExtAuthzTLS)
+	}
+	addCluster(ea, err)
 	addCluster(cluster(LushClusterName, o.Lush, false, false))
 
 	vh := &routev3.VirtualHost{Name: "lush", Domains: []string{"*"}}
@@ -384,6 +391,21 @@ func listener(o Options, jwt *hcmv3.HttpFilter) (*listenerv3.Listener, error) {
 			ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: tlsAny}}
 	}
 	return &listenerv3.Listener{Name: ListenerName, Address: socketAddress(host, port), FilterChains: []*listenerv3.FilterChain{chain}}, nil
+}
+
+// withClientTLS makes a cluster's connections mTLS: the sidecar's certificate, and the CA the
+// server's certificate must chain to.
+func withClientTLS(c *clusterv3.Cluster, t *TLS) error {
+	ctx, err := anypb.New(&tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{
+		TlsCertificates: []*tlsv3.TlsCertificate{{CertificateChain: file(t.CertFile), PrivateKey: file(t.KeyFile)}},
+		ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: &tlsv3.CertificateValidationContext{
+			TrustedCa: file(t.CAFile)}}}})
+	if err != nil {
+		return err
+	}
+	c.TransportSocket = &corev3.TransportSocket{Name: wellknown.TransportSocketTLS,
+		ConfigType: &corev3.TransportSocket_TypedConfig{TypedConfig: ctx}}
+	return nil
 }
 
 func file(path string) *corev3.DataSource {

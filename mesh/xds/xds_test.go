@@ -86,6 +86,8 @@ func TestResourcesGolden(t *testing.T) {
 			Timeout: 250 * time.Millisecond, MaxRequestBytes: 64 << 10,
 			JWT: []xds.JWTProvider{{Issuer: "https://idp.example.com/", Audiences: []string{"lush"}, JWKSURL: "https://idp.example.com/.well-known/jwks.json"}},
 			TLS: &xds.TLS{CertFile: "/etc/spire/svid.pem", KeyFile: "/etc/spire/svid.key", CAFile: "/etc/spire/bundle.pem"}}},
+		{"ext-authz-mtls", xds.Options{ExtAuthz: "lush.lush-system.svc:9191",
+			ExtAuthzTLS: &xds.TLS{CertFile: "/etc/envoy/client.pem", KeyFile: "/etc/envoy/client.key", CAFile: "/etc/envoy/lush-ca.pem"}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, err := xds.Resources(m, tc.o)
