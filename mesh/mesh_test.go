@@ -1,6 +1,7 @@
 package mesh_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/lush-agents/lush/manifest"
@@ -72,5 +73,31 @@ func TestMatch(t *testing.T) {
 		if ok != (tc.kind != "") || string(r.Kind) != tc.kind || r.Agent != tc.agent || r.Tool != tc.tool {
 			t.Errorf("%s: %v %+v, want %s %s %s", tc.path, ok, r, tc.kind, tc.agent, tc.tool)
 		}
+	}
+}
+
+// Two servers of an agent that would share a slug are told apart by a digest of the reference;
+// the same build always gets the same paths.
+func TestSlugCollision(t *testing.T) {
+	m := &manifest.Manifest{
+		Agents: []manifest.Agent{{Name: "a", Tools: []manifest.AllowedTool{{Ref: "mcp://notes.example.com/mcp"}, {Ref: "mcp://notes.example.org/mcp"}}}},
+		Tools: []manifest.Tool{
+			{Ref: "mcp://notes.example.com/mcp", Kind: "mcp", Remote: &manifest.Remote{URL: "https://notes.example.com/mcp"}},
+			{Ref: "mcp://notes.example.org/mcp", Kind: "mcp", Remote: &manifest.Remote{URL: "https://notes.example.org/mcp"}},
+		},
+	}
+	first := mesh.Routes(m).Routes
+	if first[0].Path != "/agents/a/tools/notes/mcp" || first[1].Path == first[0].Path || !strings.HasPrefix(first[1].Path, "/agents/a/tools/notes-") {
+		t.Fatalf("paths %s, %s", first[0].Path, first[1].Path)
+	}
+	again := mesh.Routes(m).Routes
+	for i := range first {
+		if first[i].Path != again[i].Path {
+			t.Errorf("route %d: %s, then %s", i, first[i].Path, again[i].Path)
+		}
+	}
+	tab := mesh.Routes(m)
+	if r, ok := tab.Match(first[1].Path); !ok || r.Tool != "mcp://notes.example.org/mcp" {
+		t.Errorf("match %s: %+v %v", first[1].Path, r, ok)
 	}
 }

@@ -301,9 +301,13 @@ func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr
 			}
 		}
 	}
+	// The authenticator reads the credential headers and the trusted proxy's headers only.
 	r, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://ext-authz.lush.invalid/", nil)
-	for k, v := range hdr {
-		r.Header.Set(k, v)
+	ph, gh := s.opts.Auth.ProxyHeaders()
+	for _, k := range []string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
+		if v, ok := hdr[k]; ok {
+			r.Header.Set(k, v)
+		}
 	}
 	r.RemoteAddr = remoteAddr(attrs.GetSource())
 	c, err := s.opts.Auth.Authenticate(r)
