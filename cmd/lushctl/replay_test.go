@@ -1,0 +1,81 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
+)
+
+// Logged decisions of one build, replayed under a build that takes a grant away: the decisions
+// that grant made are listed as changing, the others are not.
+func TestAuditReplay(t *testing.T) {
+	ctx := context.Background()
+	dir := quickstartCopy(t)
+	build := func() string {
+		r := lushctl(t, "", "build", "-q", "--offline", dir)
+		if r.code != 0 {
+			t.Fatalf("build: %s", r.stderr)
+		}
+		return strings.TrimSpace(r.stdout)
+	}
+	old := build()
+	p := filepath.Join(dir, "lush.yaml")
+	data, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(data), "      - principal: group:engineering\n        access: read\n", "", 1)), 0o644)
+	next := build()
+
+	_, bundle, err := buildstore.ForProject(dir).Load(old)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eng, err := authz.FromBytes(ctx, bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	dlog, err := decisionlog.Open(ctx, logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := enforce.New(enforce.Config{Point: "test", Environment: "dev", Log: dlog})
+	e.SetEngine(eng)
+	fs := "mcp://npx/@modelcontextprotocol/server-filesystem"
+	call := func(p string, groups []string, agent, ref, name string) {
+		v := e.Decide(ctx, authz.Input{Action: authz.ActionToolsCall, Principal: authz.Principal{ID: p, Groups: groups}, Agent: agent,
+			Chain: []string{agent}, Depth: 1, Tool: &authz.Tool{Ref: ref, Name: name}, Arguments: map[string]any{"path": "q3.md"}})
+		if !v.Recorded {
+			t.Fatal("not recorded")
+		}
+	}
+	call("user:bob", []string{"group:engineering"}, "researcher", fs, "read_text_file")   // allowed by the grant that goes away
+	call("user:carol", []string{"group:contractors"}, "researcher", fs, "read_text_file") // denied before and after
+	call("serviceaccount:digest-bot", nil, "researcher", "tools/clock", "")                // allowed before and after
+	dlog.Close()
+
+	r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", next[:10], "-C", dir, "-o", "json")
+	var sum replaySummary
+	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || r.code != 0 {
+		t.Fatalf("replay: %d %v %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	if sum.Replayed != 3 || len(sum.Changed) != 1 || sum.Changed[0].Principal != "user:bob" || sum.Changed[0].Was != "allow" || sum.Changed[0].Now != "deny" {
+		t.Errorf("replay: %+v", sum)
+	}
+	if r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", next, "-C", dir, "--fail-on-change"); r.code != exitFailed ||
+		!strings.Contains(r.stdout, "1 would change") {
+		t.Errorf("--fail-on-change: %d %s", r.code, r.stdout)
+	}
+	if r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", old, "-C", dir, "--fail-on-change"); r.code != 0 {
+		t.Errorf("the same build: %d %s", r.code, r.stdout)
+	}
+	if r := lushctl(t, "", "audit", "replay", "--log", logPath, "-C", dir); r.code != exitUsage || !strings.Contains(r.stderr, "--bundle is required") {
+		t.Errorf("no bundle: %d %s", r.code, r.stderr)
+	}
+}
