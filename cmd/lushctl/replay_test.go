@@ -57,7 +57,7 @@ func TestAuditReplay(t *testing.T) {
 	}
 	call("user:bob", []string{"group:engineering"}, "researcher", fs, "read_text_file")   // allowed by the grant that goes away
 	call("user:carol", []string{"group:contractors"}, "researcher", fs, "read_text_file") // denied before and after
-	call("serviceaccount:digest-bot", nil, "researcher", "tools/clock", "")                // allowed before and after
+	call("serviceaccount:digest-bot", nil, "researcher", "tools/clock", "")               // allowed before and after
 	dlog.Close()
 
 	r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", next[:10], "-C", dir, "-o", "json")
