@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/review"
 )
 
 func newBuildsCmd() *cobra.Command {
@@ -55,6 +57,76 @@ deployment can roll back by hash. Any unique prefix of at least 4 characters nam
 		},
 	}
 	cmd.Flags().StringVar(&dir, "dir", "", "build directory (default <project-dir>/.lush/build)")
+	outputFlag(cmd, &output)
+	cmd.AddCommand(newBuildsShowCmd())
+	return cmd
+}
+
+// buildShown is a kept build and what its policy allowed.
+type buildShown struct {
+	Hash     string         `json:"hash"`
+	Project  string         `json:"project"`
+	Deployed bool           `json:"deployed"`
+	Agents   []string       `json:"agents"`
+	Loops    []string       `json:"loops"`
+	Tools    []string       `json:"tools"`
+	Access   *review.Review `json:"access"`
+}
+
+func newBuildsShowCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "show <hash> [project-dir]",
+		Short: "Show a kept build and what its policy allowed",
+		Long: `Show prints a kept build (any unique prefix of its hash): its project, agents, loops and tools,
+whether it is the deployed build, and its access review (lushctl access review): for every
+principal and group, the agent × tool × access its policy allowed. Decision-log events name the
+build that decided them (revision), so this answers "what did that revision allow?".`,
+		Example: `  lushctl builds show 3fa9c1e2
+  lushctl builds show 3fa9c1e2 examples/quickstart -o json`,
+		Args: args(cobra.RangeArgs(1, 2)),
+		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			dir := projectDir(a[1:])
+			store := buildstore.ForProject(dir)
+			hash, err := store.Resolve(a[0])
+			if err != nil {
+				return usage("%v", err)
+			}
+			m, _, err := store.Manifest(hash)
+			if err != nil {
+				return &exitError{code: exitRuntime, msg: err.Error()}
+			}
+			rv, err := reviewBuild(cmd, dir, hash)
+			if err != nil {
+				return err
+			}
+			current, _ := store.Current()
+			shown := buildShown{Hash: hash, Project: m.Project, Deployed: current == hash, Access: rv}
+			for _, ag := range m.Agents {
+				shown.Agents = append(shown.Agents, ag.Name)
+			}
+			for _, l := range m.Loops {
+				shown.Loops = append(shown.Loops, l.Name)
+			}
+			for _, t := range m.Tools {
+				shown.Tools = append(shown.Tools, t.Ref)
+			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), shown)
+			}
+			w := cmd.OutOrStdout()
+			deployed := ""
+			if shown.Deployed {
+				deployed = " (deployed)"
+			}
+			fmt.Fprintf(w, "build %s of %s%s\n", hash, m.Project, deployed)
+			fmt.Fprintf(w, "  agents: %s\n  loops:  %s\n  tools:  %s\n\n", strings.Join(shown.Agents, ", "), strings.Join(shown.Loops, ", "), strings.Join(shown.Tools, ", "))
+			return writeReview(w, rv)
+		},
+	}
 	outputFlag(cmd, &output)
 	return cmd
 }
