@@ -78,4 +78,17 @@ func TestAuditReplay(t *testing.T) {
 	if r := lushctl(t, "", "audit", "replay", "--log", logPath, "-C", dir); r.code != exitUsage || !strings.Contains(r.stderr, "--bundle is required") {
 		t.Errorf("no bundle: %d %s", r.code, r.stderr)
 	}
+
+	// The usage report of the same log, against the old build.
+	r = lushctl(t, "", "audit", "report", "--log", logPath, "-C", dir, "--build", old)
+	for _, want := range []string{"3 decisions", fs + " (read_text_file)  2", "user:carol", "DECLARED BUT NOT USED", "orchestrator: lush://researcher", "GRANTS NOT USED"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("report: no %q in %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	r = lushctl(t, "", "audit", "report", "--log", logPath, "-o", "json")
+	var rep struct{ Decisions int }
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || rep.Decisions != 3 {
+		t.Errorf("report json: %v %s", err, r.stdout)
+	}
 }
