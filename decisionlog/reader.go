@@ -30,9 +30,13 @@ type Filter struct {
 	DecisionID   string // exact, or a prefix (as `lushctl audit` prints it short)
 	Revision     string // exact, or a prefix (as lushctl prints hashes short)
 	Action       string
-	AfterSeq     int64 // only events with a greater seq (for tailing)
-	Limit        int   // default DefaultLimit, at most MaxLimit
-	Oldest       bool  // oldest first; the default is newest first (by seq, i.e. commit order)
+	Access       string // read or write
+	Group        string // the principal, or any member of this group (group:<name>) at the time
+	Text         string // text that appears in the logged arguments
+	AfterSeq     int64  // only events with a greater seq (for tailing)
+	BeforeSeq    int64  // only events with a smaller seq (for paging back)
+	Limit        int    // default DefaultLimit, at most MaxLimit
+	Oldest       bool   // oldest first; the default is newest first (by seq, i.e. commit order)
 }
 
 // Record is one logged decision with its completion, if any.
@@ -190,9 +194,22 @@ func (f Filter) sql() (string, []any, error) {
 	eq("action", f.Action)
 	prefix("decision_id", f.DecisionID)
 	prefix("revision", f.Revision)
+	eq("access", f.Access)
+	if f.Group != "" {
+		where = append(where, "(e.principal = ? OR EXISTS (SELECT 1 FROM json_each(e.event, '$.groups') WHERE value = ?))")
+		args = append(args, f.Group, f.Group)
+	}
+	if f.Text != "" {
+		where = append(where, "instr(CAST(json_extract(e.event, '$.input.arguments') AS TEXT), ?) > 0")
+		args = append(args, f.Text)
+	}
 	if f.AfterSeq > 0 {
 		where = append(where, "e.seq > ?")
 		args = append(args, f.AfterSeq)
+	}
+	if f.BeforeSeq > 0 {
+		where = append(where, "e.seq < ?")
+		args = append(args, f.BeforeSeq)
 	}
 	var b strings.Builder
 	b.WriteString(`SELECT e.seq, e.event, c.ts, c.status, c.latency_ns, c.response, c.error, c.tokens_input, c.tokens_output

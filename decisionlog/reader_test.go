@@ -2,6 +2,7 @@ package decisionlog
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -32,7 +33,12 @@ func fixture(t *testing.T) (*Log, time.Time) {
 	}
 	for i, r := range rows {
 		e := &Event{DecisionID: r.id, Timestamp: base.Add(time.Duration(i) * time.Minute), Principal: r.principal, Agent: r.agent,
-			Tool: r.tool, ToolName: r.toolName, Outcome: r.outcome, Revision: r.revision, Action: r.action, Rules: []string{"lush.x"}}
+			Tool: r.tool, ToolName: r.toolName, Outcome: r.outcome, Revision: r.revision, Action: r.action, Rules: []string{"lush.x"},
+			Access: "read", Groups: map[string][]string{"user:alice": {"group:eng"}, "user:bob": {"group:eng", "group:ops"}}[r.principal],
+			Input: json.RawMessage(fmt.Sprintf(`{"action":%q,"arguments":{"path":"notes/%s.md"}}`, r.action, r.id))}
+		if strings.HasPrefix(r.toolName, "write") || r.toolName == "delete_file" {
+			e.Access = "write"
+		}
 		if err := l.Record(ctx, e); err != nil {
 			t.Fatal(err)
 		}
@@ -77,6 +83,12 @@ func TestQueryFilters(t *testing.T) {
 		{"until is exclusive", Filter{Until: base.Add(2 * time.Minute)}, []string{"aaaa-2", "aaaa-1"}},
 		{"since and until", Filter{Since: base.Add(time.Minute), Until: base.Add(3 * time.Minute)}, []string{"bbbb-3", "aaaa-2"}},
 		{"after seq", Filter{AfterSeq: 4, Oldest: true}, []string{"cccc-5", "cccc-6"}},
+		{"before seq", Filter{BeforeSeq: 3}, []string{"aaaa-2", "aaaa-1"}},
+		{"access", Filter{Access: "write"}, []string{"cccc-6", "bbbb-3", "aaaa-2"}},
+		{"group member", Filter{Group: "group:ops"}, []string{"bbbb-4", "bbbb-3"}},
+		{"group, or the principal itself", Filter{Group: "user:carol"}, []string{"cccc-6"}},
+		{"text in arguments", Filter{Text: "bbbb-"}, []string{"bbbb-4", "bbbb-3"}},
+		{"text not in arguments", Filter{Text: "user:alice"}, []string{}},
 		{"limit", Filter{Limit: 2}, []string{"cccc-6", "cccc-5"}},
 		{"limit oldest", Filter{Limit: 2, Oldest: true}, []string{"aaaa-1", "aaaa-2"}},
 		{"combined", Filter{Principal: "user:alice", Outcome: OutcomeStub, Tool: "mcp://fs"}, []string{"aaaa-2"}},

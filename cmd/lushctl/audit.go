@@ -44,9 +44,15 @@ type auditFlags struct {
 	principal, agent, tool, toolName      string
 	outcome, action, revision, decisionID string
 	since, until                          string
+	access, group, text                   string
 	limit                                 int
-	oldest, follow                        bool
+	before                                int64
+	oldest, follow, writes                bool
+	csv                                   bool // the command writes CSV (query)
 }
+
+// liveWrite is the --outcome for allowed writes that ran (not stubbed).
+const liveWrite = "live_write"
 
 func (f *auditFlags) register(cmd *cobra.Command, limit int, limitHelp string) {
 	fl := cmd.Flags()
@@ -61,6 +67,9 @@ func (f *auditFlags) register(cmd *cobra.Command, limit int, limitHelp string) {
 	fl.StringVar(&f.decisionID, "decision-id", "", "only this decision (its id or a prefix, as printed)")
 	fl.StringVar(&f.since, "since", "", "only decisions at or after this time: a duration ago (90s, 1h, 7d) or RFC 3339")
 	fl.StringVar(&f.until, "until", "", "only decisions before this time: a duration ago or RFC 3339")
+	fl.StringVar(&f.access, "access", "", "only decisions about calls needing this access: read or write")
+	fl.StringVar(&f.group, "group", "", "only decisions about this principal, or any member of this group (group:eng)")
+	fl.StringVar(&f.text, "text", "", "only decisions whose logged arguments contain this text")
 	fl.IntVarP(&f.limit, "limit", "n", limit, limitHelp)
 	outputFlag(cmd, &f.output)
 }
@@ -78,11 +87,33 @@ func (f *auditFlags) logPath() string {
 
 // filter checks the flags and turns them into a query.
 func (f *auditFlags) filter(now time.Time) (decisionlog.Filter, error) {
-	if err := checkOutput(f.output); err != nil {
-		return decisionlog.Filter{}, err
+	if !f.csv || f.output != "csv" {
+		if err := checkOutput(f.output); err != nil {
+			return decisionlog.Filter{}, err
+		}
 	}
-	if f.outcome != "" && !slices.Contains(decisionlog.Outcomes, f.outcome) {
-		return decisionlog.Filter{}, usage("--outcome must be one of %s, not %q", strings.Join(decisionlog.Outcomes, ", "), f.outcome)
+	outcome, access := f.outcome, f.access
+	if outcome == liveWrite {
+		outcome, access = decisionlog.OutcomeAllow, "write"
+		if f.access == "read" {
+			return decisionlog.Filter{}, usage("--outcome %s is a write: it cannot be combined with --access read", liveWrite)
+		}
+	}
+	if outcome != "" && !slices.Contains(decisionlog.Outcomes, outcome) {
+		return decisionlog.Filter{}, usage("--outcome must be one of %s or %s, not %q", strings.Join(decisionlog.Outcomes, ", "), liveWrite, f.outcome)
+	}
+	if access != "" && access != "read" && access != "write" {
+		return decisionlog.Filter{}, usage("--access must be read or write, not %q", access)
+	}
+	if f.group != "" && !strings.HasPrefix(f.group, "group:") && !strings.Contains(f.group, ":") {
+		return decisionlog.Filter{}, usage("--group must be a group (group:<name>) or a principal, not %q", f.group)
+	}
+	action := f.action
+	if f.writes {
+		if action != "" && action != "tools/call" {
+			return decisionlog.Filter{}, usage("--writes is the trail of tools/call writes: it cannot be combined with --action %s", action)
+		}
+		action, access = "tools/call", "write"
 	}
 	if f.limit < 1 || f.limit > decisionlog.MaxLimit {
 		return decisionlog.Filter{}, usage("--limit must be between 1 and %d, not %d", decisionlog.MaxLimit, f.limit)
@@ -99,7 +130,8 @@ func (f *auditFlags) filter(now time.Time) (decisionlog.Filter, error) {
 		return decisionlog.Filter{}, usage("--since (%s) must be before --until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	return decisionlog.Filter{Since: since, Until: until, Principal: f.principal, Agent: f.agent, Tool: f.tool, ToolName: f.toolName,
-		Outcome: f.outcome, Action: f.action, Revision: f.revision, DecisionID: f.decisionID, Limit: f.limit, Oldest: f.oldest}, nil
+		Outcome: outcome, Action: action, Revision: f.revision, DecisionID: f.decisionID, Limit: f.limit, Oldest: f.oldest,
+		Access: access, Group: f.group, Text: f.text, BeforeSeq: f.before}, nil
 }
 
 // parseWhen reads a time flag: a duration before now (1h, 30m, 7d) or an RFC 3339 time.
@@ -177,12 +209,23 @@ Exit codes: 0 success (also when nothing matches), 2 usage error, 3 the log cann
 			if err != nil {
 				return err
 			}
-			if f.output == "json" {
-				return writeRecords(cmd.OutOrStdout(), recs)
+			if len(recs) == filter.Limit {
+				next := fmt.Sprintf("--before %d", recs[len(recs)-1].Seq)
+				if f.oldest {
+					next = "(oldest first: --since the last time shown)"
+				}
+				defer fmt.Fprintf(cmd.ErrOrStderr(), "%d decisions shown; there may be more: %s\n", len(recs), next)
 			}
-			if len(recs) == 0 {
+			switch {
+			case f.output == "json":
+				return writeRecords(cmd.OutOrStdout(), recs)
+			case f.output == "csv":
+				return writeCSV(cmd.OutOrStdout(), recs, f.writes)
+			case len(recs) == 0:
 				fmt.Fprintf(cmd.ErrOrStderr(), "no decisions in %s match\n", r.Path())
 				return nil
+			case f.writes:
+				return writeTrail(cmd.OutOrStdout(), recs)
 			}
 			t := &recordTable{}
 			t.add(recs...)
@@ -191,6 +234,10 @@ Exit codes: 0 success (also when nothing matches), 2 usage error, 3 the log cann
 	}
 	f.register(cmd, decisionlog.DefaultLimit, fmt.Sprintf("at most this many decisions (up to %d)", decisionlog.MaxLimit))
 	cmd.Flags().BoolVar(&f.oldest, "oldest", false, "oldest first")
+	cmd.Flags().Int64Var(&f.before, "before", 0, "only decisions logged before this seq (page back: the hint printed after a full page)")
+	cmd.Flags().BoolVar(&f.writes, "writes", false, "the write audit trail: writes with their arguments, response and environment")
+	cmd.Flag("output").Usage = "output format: text, json (one object per line) or csv"
+	f.csv = true
 	return cmd
 }
 

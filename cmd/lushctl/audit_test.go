@@ -206,7 +206,7 @@ func TestAuditUsageErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"query", "--outcome", "allowed"}, "--outcome must be one of allow, deny, stub, approval_required, error, not \"allowed\""},
+		{[]string{"query", "--outcome", "allowed"}, "--outcome must be one of allow, deny, stub, approval_required, error or live_write, not \"allowed\""},
 		{[]string{"query", "--since", "yesterday"}, "--since must be a duration ago (90s, 1h, 7d) or an RFC 3339 time"},
 		{[]string{"query", "--until", "-1h"}, "--until must be a positive duration"},
 		{[]string{"query", "--since", "2026-05-02T00:00:00Z", "--until", "2026-05-01T00:00:00Z"}, "--since (2026-05-02T00:00:00Z) must be before --until"},

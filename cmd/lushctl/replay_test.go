@@ -79,6 +79,38 @@ func TestAuditReplay(t *testing.T) {
 		t.Errorf("no bundle: %d %s", r.code, r.stderr)
 	}
 
+	// Query filters over the same log.
+	count := func(args ...string) int {
+		t.Helper()
+		r := lushctl(t, "", append([]string{"audit", "query", "--log", logPath, "-o", "json"}, args...)...)
+		if r.code != 0 {
+			t.Fatalf("query %v: %d %s", args, r.code, r.stderr)
+		}
+		return strings.Count(r.stdout, "\n")
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{[]string{"--group", "group:engineering"}, 1},
+		{[]string{"--group", "serviceaccount:digest-bot"}, 1},
+		{[]string{"--text", "q3.md"}, 3},
+		{[]string{"--text", "nowhere"}, 0},
+		{[]string{"--access", "read"}, 3},
+		{[]string{"--outcome", "live_write"}, 0},
+		{[]string{"--writes"}, 0},
+		{[]string{"--before", "3"}, 2},
+	} {
+		if got := count(tc.args...); got != tc.want {
+			t.Errorf("query %v: %d decisions, want %d", tc.args, got, tc.want)
+		}
+	}
+	r = lushctl(t, "", "audit", "query", "--log", logPath, "-o", "csv", "-n", "2")
+	if r.code != 0 || !strings.HasPrefix(r.stdout, "seq,time,decision_id,point,principal") || strings.Count(r.stdout, "\n") != 3 ||
+		!strings.Contains(r.stderr, "there may be more: --before 2") {
+		t.Errorf("csv: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
 	// The usage report of the same log, against the old build.
 	r = lushctl(t, "", "audit", "report", "--log", logPath, "-C", dir, "--build", old)
 	for _, want := range []string{"3 decisions", fs + " (read_text_file)  2", "user:carol", "DECLARED BUT NOT USED", "orchestrator: lush://researcher", "GRANTS NOT USED"} {
