@@ -14,11 +14,13 @@ import (
 	"github.com/lush-agents/lush/enforce"
 )
 
-// Logged decisions of one build, replayed under a build that takes a grant away: the decisions
-// that grant made are listed as changing, the others are not.
-func TestAuditReplay(t *testing.T) {
+// loggedDecisions builds the quickstart twice (the second build takes group:engineering's read
+// grant on the filesystem away) and logs three decisions of the first build: bob's allowed read,
+// carol's denied read, the digest bot's allowed clock.
+func loggedDecisions(t *testing.T) (dir, old, next, logPath string) {
+	t.Helper()
 	ctx := context.Background()
-	dir := quickstartCopy(t)
+	dir = quickstartCopy(t)
 	build := func() string {
 		r := lushctl(t, "", "build", "-q", "--offline", dir)
 		if r.code != 0 {
@@ -26,11 +28,11 @@ func TestAuditReplay(t *testing.T) {
 		}
 		return strings.TrimSpace(r.stdout)
 	}
-	old := build()
+	old = build()
 	p := filepath.Join(dir, "lush.yaml")
 	data, _ := os.ReadFile(p)
 	os.WriteFile(p, []byte(strings.Replace(string(data), "      - principal: group:engineering\n        access: read\n", "", 1)), 0o644)
-	next := build()
+	next = build()
 
 	_, bundle, err := buildstore.ForProject(dir).Load(old)
 	if err != nil {
@@ -40,7 +42,7 @@ func TestAuditReplay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	logPath = filepath.Join(t.TempDir(), "decisions.db")
 	dlog, err := decisionlog.Open(ctx, logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -60,6 +62,14 @@ func TestAuditReplay(t *testing.T) {
 	call("serviceaccount:digest-bot", nil, "researcher", "tools/clock", "")               // allowed before and after
 	dlog.Close()
 
+	return dir, old, next, logPath
+}
+
+// Logged decisions of one build, replayed under a build that takes a grant away: the decisions
+// that grant made are listed as changing, the others are not.
+func TestAuditReplay(t *testing.T) {
+	dir, old, next, logPath := loggedDecisions(t)
+	fs := "mcp://npx/@modelcontextprotocol/server-filesystem"
 	r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", next[:10], "-C", dir, "-o", "json")
 	var sum replaySummary
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || r.code != 0 {
