@@ -16,17 +16,20 @@ import (
 
 func newAuditExportCmd() *cobra.Command {
 	var f auditFlags
-	var opaURL, tokenFile, out string
+	var opaURL, otlpURL, tokenFile, out string
 	var batch int
 	var after int64
 	cmd := &cobra.Command{
-		Use:   "export (--opa-url URL | --out FILE)",
-		Short: "Export decisions to an OPA decision-log collector or a JSON-lines file",
+		Use:   "export (--opa-url URL | --otlp-url URL | --out FILE)",
+		Short: "Export decisions to an OPA decision-log collector, an OTLP collector (logs) or a JSON-lines file",
 		Long: `Export sends the decisions the filters select, oldest first, each with its completion:
 
   --opa-url URL   to a collector of OPA's decision-log HTTP protocol: POSTs of gzip-compressed
                   JSON arrays (--batch events each), as OPA's own decision-log plugin sends them,
                   so existing collectors accept them; --token-file holds a bearer token
+  --otlp-url URL  to an OpenTelemetry collector as OTLP/HTTP logs (protobuf, to URL/v1/logs): one
+                  log record per decision, in its trace, with the event as its body and the
+                  fields queries use as attributes (WARN for denials, ERROR for errors)
   --out FILE      to a JSON-lines file ("-" for standard output), for an auditor's own tools
 
 It reads the log page by page (any size). When an upload fails it stops, says how many were sent,
@@ -37,14 +40,16 @@ Exit codes: 0, 2 usage error, 3 the log cannot be read or an upload failed.`,
   lushctl audit export --since 2026-11-01T00:00:00Z --until 2026-12-01T00:00:00Z --out november.jsonl`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if (opaURL == "") == (out == "") {
-				return usage("give exactly one of --opa-url and --out")
+			if btoi(opaURL != "")+btoi(otlpURL != "")+btoi(out != "") != 1 {
+				return usage("give exactly one of --opa-url, --otlp-url and --out")
 			}
 			if batch < 1 || batch > decisionlog.MaxLimit {
 				return usage("--batch must be between 1 and %d, not %d", decisionlog.MaxLimit, batch)
 			}
-			if opaURL != "" && !strings.HasPrefix(opaURL, "http://") && !strings.HasPrefix(opaURL, "https://") {
-				return usage("--opa-url %q is not an http(s) URL", opaURL)
+			for flag, u := range map[string]string{"--opa-url": opaURL, "--otlp-url": otlpURL} {
+				if u != "" && !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+					return usage("%s %q is not an http(s) URL", flag, u)
+				}
 			}
 			token := ""
 			if tokenFile != "" {
@@ -81,10 +86,17 @@ Exit codes: 0, 2 usage error, 3 the log cannot be read or an upload failed.`,
 				if len(recs) == 0 {
 					break
 				}
-				if w != nil {
+				switch {
+				case w != nil:
 					err = export.JSONLines(w, recs)
-				} else {
+				case opaURL != "":
 					err = export.OPA(cmd.Context(), client, opaURL, token, recs)
+				default:
+					var headers map[string]string
+					if token != "" {
+						headers = map[string]string{"Authorization": "Bearer " + token}
+					}
+					err = export.OTLP(cmd.Context(), client, strings.TrimSuffix(otlpURL, "/"), headers, recs)
 				}
 				if err != nil {
 					return &exitError{code: exitRuntime, msg: fmt.Sprintf("%v\n%d decisions were exported; resume with --after %d", err, sent, filter.AfterSeq)}
@@ -99,6 +111,7 @@ Exit codes: 0, 2 usage error, 3 the log cannot be read or an upload failed.`,
 	f.register(cmd, decisionlog.MaxLimit, "ignored: export sends every decision the filters select (see --batch)")
 	fl := cmd.Flags()
 	fl.StringVar(&opaURL, "opa-url", "", "a collector of OPA's decision-log protocol")
+	fl.StringVar(&otlpURL, "otlp-url", "", "an OpenTelemetry collector's OTLP/HTTP base URL (logs go to URL/v1/logs)")
 	fl.StringVar(&tokenFile, "token-file", "", "a file holding the collector's bearer token")
 	fl.StringVar(&out, "out", "", "a JSON-lines file (- for standard output)")
 	fl.IntVar(&batch, "batch", 1000, "events per upload")

@@ -3,6 +3,7 @@ package main
 import (
 	"compress/gzip"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -10,6 +11,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	collogs "go.opentelemetry.io/proto/otlp/collector/logs/v1"
+	logspb "go.opentelemetry.io/proto/otlp/logs/v1"
+	"google.golang.org/protobuf/proto"
 )
 
 // An OPA decision-log collector receives gzip JSON arrays of events it understands; a file
@@ -89,5 +94,48 @@ func TestAuditExport(t *testing.T) {
 		if r := lushctl(t, "", append([]string{"audit", "export", "--log", logPath}, args...)...); r.code != exitUsage {
 			t.Errorf("%v: exit %d", args, r.code)
 		}
+	}
+}
+
+// An OpenTelemetry collector receives one OTLP log record per decision.
+func TestAuditExportOTLP(t *testing.T) {
+	_, _, _, logPath := loggedDecisions(t)
+	var mu sync.Mutex
+	var got []*logspb.LogRecord
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		req := &collogs.ExportLogsServiceRequest{}
+		if r.URL.Path != "/v1/logs" || r.Header.Get("Content-Type") != "application/x-protobuf" || proto.Unmarshal(body, req) != nil {
+			http.Error(w, "not OTLP logs", http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, rl := range req.ResourceLogs {
+			for _, sl := range rl.ScopeLogs {
+				got = append(got, sl.LogRecords...)
+			}
+		}
+	}))
+	defer collector.Close()
+	if r := lushctl(t, "", "audit", "export", "--log", logPath, "--otlp-url", collector.URL+"/"); r.code != 0 {
+		t.Fatalf("export: %d %s", r.code, r.stderr)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 3 {
+		t.Fatalf("%d log records", len(got))
+	}
+	attrs := func(lr *logspb.LogRecord) map[string]string {
+		out := map[string]string{}
+		for _, kv := range lr.Attributes {
+			out[kv.Key] = kv.Value.GetStringValue()
+		}
+		return out
+	}
+	bob, carol := attrs(got[0]), attrs(got[1])
+	if bob["lush.principal"] != "user:bob" || bob["lush.outcome"] != "allow" || got[0].SeverityText != "INFO" ||
+		carol["lush.outcome"] != "deny" || got[1].SeverityText != "WARN" || !strings.Contains(got[0].Body.GetStringValue(), `"decision_id"`) {
+		t.Errorf("records: %v %v %s", bob, carol, got[1].SeverityText)
 	}
 }
