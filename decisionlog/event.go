@@ -93,6 +93,17 @@ type Completion struct {
 	TokensOutput int64 `json:"tokens_output,omitempty"`
 }
 
+// eventColumns returns the stored columns of e, whose JSON document is data, in insertEvent's
+// order: all but the document itself are derived from it (Verify checks that they still are).
+func eventColumns(e *Event, data string) []any {
+	return []any{e.DecisionID, e.Timestamp.UnixNano(), e.Revision, e.Point, e.Principal, e.Agent, e.Action,
+		e.Tool, e.ToolName, e.Access, e.Risk, e.Outcome, e.LatencyNS, e.TraceID, data}
+}
+
+// eventColumnNames names eventColumns' values.
+var eventColumnNames = []string{"decision_id", "ts", "revision", "point", "principal", "agent", "action",
+	"tool", "tool_name", "access", "risk", "outcome", "latency_ns", "trace_id", "event"}
+
 // maxIDLen bounds decision ids (a UUID is 36 bytes).
 const maxIDLen = 256
 

@@ -23,6 +23,8 @@ package decisionlog
 
 import (
 	"context"
+	"crypto/ed25519"
+	"encoding/hex"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -35,7 +37,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // ErrBackpressure is returned at once when the writer's queue is full; the decision was not
@@ -56,6 +57,63 @@ type config struct {
 	clock       func() time.Time
 	busyTimeout time.Duration
 	onConn      func(context.Context, *sql.Conn) error // tests: runs on the writer's connection after setup
+
+	partition       string
+	signingKey      ed25519.PrivateKey
+	checkpointEvery time.Duration
+	retention       time.Duration
+}
+
+// Partition sets the hash chain partition this log writes (default DefaultPartition). Writers
+// sharing a partition extend one chain, one transaction at a time; give each gateway replica
+// its own partition on a shared PostgreSQL store so that they do not wait on each other.
+func Partition(name string) Option {
+	return func(c *config) error {
+		if name == "" || len(name) > 128 {
+			return fmt.Errorf("Partition must be 1 to 128 bytes, not %q", name)
+		}
+		c.partition = name
+		return nil
+	}
+}
+
+// SigningKey sets the Ed25519 key that signs checkpoints (see LoadOrCreateSigningKey). Without
+// one, checkpoints are unsigned: they still bound segments for retention, but only a signed
+// checkpoint shows that the chain before it was not rewritten.
+func SigningKey(key ed25519.PrivateKey) Option {
+	return func(c *config) error {
+		if len(key) != ed25519.PrivateKeySize {
+			return fmt.Errorf("SigningKey must be an Ed25519 private key")
+		}
+		c.signingKey = key
+		return nil
+	}
+}
+
+// CheckpointEvery sets how often the log checkpoints its chain head when something was written
+// since the last checkpoint (default 1m; 0 checkpoints only on Close and on Checkpoint).
+// Checkpoints also bound the segments retention deletes.
+func CheckpointEvery(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("CheckpointEvery must not be negative, not %s", d)
+		}
+		c.checkpointEvery = d
+		return nil
+	}
+}
+
+// RetentionPeriod makes the log delete, after each checkpoint, the segments whose closing
+// checkpoint is older than d (0, the default, keeps everything). Each deletion is recorded in
+// the chain, so the rest still verifies.
+func RetentionPeriod(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("RetentionPeriod must not be negative, not %s", d)
+		}
+		c.retention = d
+		return nil
+	}
 }
 
 // BatchSize sets the most events (and completions) one transaction commits; default 512.
@@ -141,6 +199,9 @@ type Log struct {
 	done   chan struct{} // closed when the writer goroutine has exited
 	werr   error         // the writer's shutdown error, read after done
 
+	maintStop chan struct{} // closed by Close to stop the maintainer (checkpoints, retention)
+	maintDone chan struct{} // closed when the maintainer has exited
+
 	kick     chan struct{} // the writer tells the checkpointer that it committed
 	ckptStop chan struct{} // closed by Close to stop the checkpointer
 	ckptDone chan struct{} // closed when the checkpointer has exited
@@ -153,7 +214,9 @@ type kind uint8
 const (
 	kindEvent kind = iota
 	kindCompletion
-	kindBarrier // writes nothing: answered once everything queued before it is answered
+	kindBarrier    // writes nothing: answered once everything queued before it is answered
+	kindCheckpoint // signs the chain head
+	kindRetention  // deletes expired segments (args[0]: the cutoff time.Time)
 )
 
 // request is one write waiting for the writer. A synchronous caller waits on done; an
@@ -161,6 +224,7 @@ const (
 type request struct {
 	kind kind
 	args []any // the insert statement's arguments
+	out  any   // a checkpoint's or retention's result, set by the writer before it answers
 	done chan error
 	then func(error)
 }
@@ -179,7 +243,7 @@ func (r *request) answer(err error) {
 // and starts its writer. Close stops it.
 func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 	cfg := config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
-		clock: time.Now, busyTimeout: 5 * time.Second}
+		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute}
 	for _, opt := range opts {
 		if err := opt(&cfg); err != nil {
 			return nil, fmt.Errorf("open decision log: %w", err)
@@ -236,10 +300,17 @@ func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 		return nil, err
 	}
 	l := &Log{cfg: cfg, path: path, db: db, reader: reader, queue: make(chan *request, cfg.queueSize), done: make(chan struct{}),
-		kick: make(chan struct{}, 1), ckptStop: make(chan struct{}), ckptDone: make(chan struct{})}
+		kick: make(chan struct{}, 1), ckptStop: make(chan struct{}), ckptDone: make(chan struct{}),
+		maintStop: make(chan struct{}), maintDone: make(chan struct{})}
 	go l.run(w)
 	go l.checkpoint(ckpt)
+	go l.maintain()
 	return l, nil
+}
+
+// IsPostgres reports whether a decision log location is a PostgreSQL URL rather than a file.
+func IsPostgres(location string) bool {
+	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
 }
 
 // Path returns the database file's path.
@@ -272,9 +343,7 @@ func (l *Log) Record(ctx context.Context, e *Event) error {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)
 	}
-	r := &request{kind: kindEvent, done: make(chan error, 1), args: []any{
-		ev.DecisionID, ev.Timestamp.UnixNano(), ev.Revision, ev.Point, ev.Principal, ev.Agent, ev.Action,
-		ev.Tool, ev.ToolName, ev.Access, ev.Risk, ev.Outcome, ev.LatencyNS, ev.TraceID, string(data)}}
+	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, string(data))}
 	if err := l.submit(ctx, r); err != nil {
 		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
 	}
@@ -356,7 +425,7 @@ func (l *Log) completion(c *Completion) (*request, error) {
 // submit queues r without blocking and waits until the writer has committed it or failed.
 func (l *Log) submit(ctx context.Context, r *request) error {
 	if err := ctx.Err(); err != nil {
-		l.rejected.Add(1)
+		l.reject(r)
 		return err
 	}
 	if err := l.enqueue(r); err != nil {
@@ -375,7 +444,7 @@ func (l *Log) enqueue(r *request) error {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
 	if l.closed {
-		l.rejected.Add(1)
+		l.reject(r)
 		return ErrClosed
 	}
 	l.pending.Add(1)
@@ -384,8 +453,61 @@ func (l *Log) enqueue(r *request) error {
 		return nil
 	default:
 		l.pending.Add(-1)
-		l.rejected.Add(1)
+		l.reject(r)
 		return ErrBackpressure
+	}
+}
+
+// reject counts a write refused before the writer (Stats counts writes, not barriers or
+// maintenance).
+func (l *Log) reject(r *request) {
+	if r.kind == kindEvent || r.kind == kindCompletion {
+		l.rejected.Add(1)
+	}
+}
+
+// Checkpoint signs the chain head now (if anything was written since the last checkpoint) and
+// returns the checkpoint, or nil when there was nothing new.
+func (l *Log) Checkpoint(ctx context.Context) (*Checkpoint, error) {
+	r := &request{kind: kindCheckpoint, done: make(chan error, 1)}
+	if err := l.submit(ctx, r); err != nil {
+		return nil, fmt.Errorf("checkpoint decision log: %w", err)
+	}
+	c, _ := r.out.(*Checkpoint)
+	return c, nil
+}
+
+// Retain deletes every segment whose closing checkpoint was taken before cutoff, recording the
+// deletion in the chain, and returns the record (nil when no segment had expired).
+func (l *Log) Retain(ctx context.Context, cutoff time.Time) (*RetentionRecord, error) {
+	r := &request{kind: kindRetention, args: []any{cutoff}, done: make(chan error, 1)}
+	if err := l.submit(ctx, r); err != nil {
+		return nil, fmt.Errorf("apply retention to decision log: %w", err)
+	}
+	rec, _ := r.out.(*RetentionRecord)
+	return rec, nil
+}
+
+// maintain is the maintainer goroutine: every CheckpointEvery it queues a checkpoint and, with a
+// RetentionPeriod, a retention pass. A full queue skips a round; the next one catches up.
+func (l *Log) maintain() {
+	defer close(l.maintDone)
+	if l.cfg.checkpointEvery == 0 {
+		<-l.maintStop
+		return
+	}
+	tick := time.NewTicker(l.cfg.checkpointEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-l.maintStop:
+			return
+		case <-tick.C:
+		}
+		_ = l.enqueue(&request{kind: kindCheckpoint})
+		if l.cfg.retention > 0 {
+			_ = l.enqueue(&request{kind: kindRetention, args: []any{l.cfg.clock().Add(-l.cfg.retention)}})
+		}
 	}
 }
 
@@ -409,12 +531,19 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
+	// The last request signs the final head, so that nothing written before Close can be cut off
+	// unnoticed. (A blocking send: the writer drains the queue without taking mu.)
+	final := &request{kind: kindCheckpoint, done: make(chan error, 1)}
+	l.pending.Add(1)
+	l.queue <- final
 	close(l.queue)
 	l.mu.Unlock()
+	close(l.maintStop)
+	<-l.maintDone
 	<-l.done
 	close(l.ckptStop)
 	<-l.ckptDone
-	err := errors.Join(l.werr, l.db.Close(), l.reader.Close())
+	err := errors.Join(l.werr, <-final.done, l.db.Close(), l.reader.Close())
 	if err != nil {
 		return fmt.Errorf("close decision log: %w", err)
 	}
@@ -437,7 +566,7 @@ func (l *Log) run(w *writer) {
 		errs = w.commit(batch, errs[:0])
 		for i, r := range batch {
 			switch {
-			case r.kind == kindBarrier:
+			case r.kind != kindEvent && r.kind != kindCompletion:
 			case errs[i] != nil:
 				l.failed.Add(1)
 			default:
@@ -513,16 +642,24 @@ func (l *Log) fill(batch []*request) []*request {
 	return batch
 }
 
-// writer owns the writer connection and its prepared statements.
+// writer owns the writer connection, its prepared statements and the chain it extends.
 type writer struct {
 	conn              *sql.Conn
+	cfg               *config
 	event, completion *sql.Stmt
+	head, setHead     *sql.Stmt
 }
 
 const (
 	insertEvent = `INSERT INTO events (decision_id, ts, revision, point, principal, agent, action, tool,
-	tool_name, access, risk, outcome, latency_ns, trace_id, event) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)`
-	insertCompletion = `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output) VALUES (?,?,?,?,?,?,?,?)`
+	tool_name, access, risk, outcome, latency_ns, trace_id, event, part, pos, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
+	ON CONFLICT (decision_id) DO NOTHING`
+	insertCompletion = `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output,
+	part, pos, hash) SELECT ?,?,?,?,?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM events WHERE decision_id = ?)
+	ON CONFLICT (decision_id) DO NOTHING`
+	selectHead = `SELECT pos, hash, floor FROM chain_heads WHERE part = ?`
+	upsertHead = `INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?,?,?,?)
+	ON CONFLICT (part) DO UPDATE SET pos = excluded.pos, hash = excluded.hash, floor = excluded.floor`
 )
 
 func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err error) {
@@ -530,7 +667,7 @@ func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err err
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{conn: conn}
+	w := &writer{conn: conn, cfg: cfg}
 	defer func() {
 		if err != nil {
 			w.close()
@@ -546,11 +683,13 @@ func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err err
 	if err := migrate(ctx, conn); err != nil {
 		return nil, err
 	}
-	if w.event, err = conn.PrepareContext(ctx, insertEvent); err != nil {
-		return nil, err
-	}
-	if w.completion, err = conn.PrepareContext(ctx, insertCompletion); err != nil {
-		return nil, err
+	for _, p := range []struct {
+		stmt **sql.Stmt
+		sql  string
+	}{{&w.event, insertEvent}, {&w.completion, insertCompletion}, {&w.head, selectHead}, {&w.setHead, upsertHead}} {
+		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.onConn != nil {
 		if err := cfg.onConn(ctx, conn); err != nil {
@@ -560,9 +699,17 @@ func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err err
 	return w, nil
 }
 
-// commit writes batch in one transaction and returns one error per request (appended to errs).
-// A constraint violation (a duplicate decision_id, a completion without its decision) fails only
-// its own request; any other error fails the whole batch.
+// head is a partition's chain head as the writer extends it within one transaction.
+type head struct {
+	pos   int64
+	hash  []byte
+	floor int64 // positions below it were deleted by retention
+}
+
+// commit writes batch in one transaction, extending the partition's chain, and returns one error
+// per request (appended to errs). A duplicate decision_id, or a completion whose decision is
+// missing or already completed, fails only its own request (and takes no chain position); any
+// other error fails the whole batch.
 func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	ctx := context.Background()
 	fail := func(err error) []error {
@@ -583,48 +730,164 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
 		return fail(fmt.Errorf("write decision log: begin: %w", err))
 	}
+	rollback := func(err error) []error {
+		_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
+		return fail(fmt.Errorf("write decision log: %w", err))
+	}
+	// The head is read inside the write transaction, so another process writing the same file
+	// (lushctl audit prune, a second gateway) extends the same chain instead of forking it.
+	h := head{pos: 0, hash: genesis, floor: 1}
+	switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash, &h.floor); {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return rollback(fmt.Errorf("read the chain head: %w", err))
+	}
+	start := h.pos
 	for _, r := range batch {
-		stmt := w.event
+		var err error
 		switch r.kind {
+		case kindEvent:
+			err = w.appendEvent(ctx, &h, r)
 		case kindCompletion:
-			stmt = w.completion
-		case kindBarrier:
+			err = w.appendCompletion(ctx, &h, r)
+		case kindCheckpoint:
+			err = w.checkpoint(ctx, &h, r)
+		case kindRetention:
+			err = w.retain(ctx, &h, r)
+		}
+		var refused refusedError
+		switch {
+		case errors.As(err, &refused):
+			errs = append(errs, refused.error)
+		case err != nil:
+			return rollback(err)
+		default:
 			errs = append(errs, nil)
-			continue
 		}
-		_, err := stmt.ExecContext(ctx, r.args...)
-		if err != nil {
-			if code, ok := isConstraint(err); ok {
-				errs = append(errs, constraintError(r, code))
-				continue
-			}
-			_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
-			return fail(fmt.Errorf("write decision log: %w", err))
+	}
+	if h.pos != start {
+		if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
+			return rollback(fmt.Errorf("write the chain head: %w", err))
 		}
-		errs = append(errs, nil)
 	}
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
-		_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
-		return fail(fmt.Errorf("write decision log: commit: %w", err))
+		return rollback(fmt.Errorf("commit: %w", err))
 	}
 	return errs
 }
 
-func constraintError(r *request, code int) error {
-	switch {
-	case r.kind == kindEvent && code == sqlite3.SQLITE_CONSTRAINT_UNIQUE:
-		return errors.New("decision_id is already in the log")
-	case r.kind == kindCompletion && code == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY:
-		return errors.New("a completion for this decision_id is already in the log")
-	case r.kind == kindCompletion && code == sqlite3.SQLITE_CONSTRAINT_FOREIGNKEY:
-		return errors.New("decision_id is not in the log")
+// refusedError fails one request of a batch and lets the rest commit.
+type refusedError struct{ error }
+
+func (w *writer) appendEvent(ctx context.Context, h *head, r *request) error {
+	pos := h.pos + 1
+	hash := chainHash(h.hash, eventEntry(w.cfg.partition, pos, r.args[0].(string), r.args[1].(int64), r.args[len(r.args)-1].(string)))
+	res, err := w.event.ExecContext(ctx, append(r.args, w.cfg.partition, pos, hash)...)
+	if err != nil {
+		return err
 	}
-	return fmt.Errorf("constraint violated (SQLite code %d)", code)
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		return refusedError{errors.New("decision_id is already in the log")}
+	}
+	h.pos, h.hash = pos, hash
+	return nil
+}
+
+func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) error {
+	a := r.args
+	pos := h.pos + 1
+	hash := chainHash(h.hash, completionEntry(w.cfg.partition, pos, a[0].(string), a[1].(int64), a[2].(string), a[3].(int64), a[4], a[5], a[6], a[7]))
+	res, err := w.completion.ExecContext(ctx, append(a, w.cfg.partition, pos, hash, a[0])...)
+	if err != nil {
+		return err
+	}
+	if n, err := res.RowsAffected(); err != nil || n == 0 {
+		var done bool
+		if err := w.conn.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM completions WHERE decision_id = ?)", a[0]).Scan(&done); err != nil {
+			return err
+		}
+		if done {
+			return refusedError{errors.New("a completion for this decision_id is already in the log")}
+		}
+		return refusedError{errors.New("decision_id is not in the log")}
+	}
+	h.pos, h.hash = pos, hash
+	return nil
+}
+
+// checkpoint signs the head, unless it is already checkpointed or the chain is empty; r.out
+// receives the *Checkpoint (nil when there was nothing new).
+func (w *writer) checkpoint(ctx context.Context, h *head, r *request) error {
+	var last int64
+	if err := w.conn.QueryRowContext(ctx, "SELECT coalesce(max(pos), 0) FROM checkpoints WHERE part = ?", w.cfg.partition).Scan(&last); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	if h.pos == 0 || h.pos <= last {
+		return nil
+	}
+	c := &Checkpoint{Partition: w.cfg.partition, Pos: h.pos, Hash: hex.EncodeToString(h.hash), Timestamp: w.cfg.clock().UTC()}
+	c.sign(w.cfg.signingKey)
+	if _, err := w.conn.ExecContext(ctx, `INSERT INTO checkpoints (part, pos, hash, ts, key_id, public_key, signature) VALUES (?,?,?,?,?,?,?)`,
+		c.Partition, c.Pos, h.hash, c.Timestamp.UnixNano(), c.KeyID, c.PublicKey, c.Signature); err != nil {
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	r.out = c
+	return nil
+}
+
+// retain deletes every entry up to the newest checkpoint taken before r's cutoff (whole
+// segments), then appends a retention record that lets the rest verify; r.out receives the
+// *RetentionRecord (nil when nothing had expired).
+func (w *writer) retain(ctx context.Context, h *head, r *request) error {
+	cutoff := r.args[0].(time.Time)
+	var (
+		cpPos, cpTS int64
+		cpHash      []byte
+	)
+	err := w.conn.QueryRowContext(ctx, `SELECT pos, hash, ts FROM checkpoints WHERE part = ? AND ts < ? AND pos >= ?
+	ORDER BY pos DESC LIMIT 1`, w.cfg.partition, cutoff.UnixNano(), h.floor).Scan(&cpPos, &cpHash, &cpTS)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil
+	case err != nil:
+		return fmt.Errorf("retention: %w", err)
+	}
+	rec := &RetentionRecord{Below: cpPos + 1, PrevHash: hex.EncodeToString(cpHash), Cutoff: cutoff.UTC(), Checkpoint: time.Unix(0, cpTS).UTC()}
+	h.floor = rec.Below
+	// The triggers allow deleting below the floor recorded in chain_heads only.
+	if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	for _, t := range []struct {
+		table string
+		n     *int64
+	}{{"events", &rec.Events}, {"completions", &rec.Completions}, {"markers", &rec.Markers}} {
+		res, err := w.conn.ExecContext(ctx, "DELETE FROM "+t.table+" WHERE part = ? AND pos < ?", w.cfg.partition, rec.Below)
+		if err != nil {
+			return fmt.Errorf("retention: delete from %s: %w", t.table, err)
+		}
+		if *t.n, err = res.RowsAffected(); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+	}
+	body, err := encodeJSON(rec)
+	if err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	pos, ts := h.pos+1, w.cfg.clock().UnixNano()
+	hash := chainHash(h.hash, markerEntry(w.cfg.partition, pos, KindRetention, ts, string(body)))
+	if _, err := w.conn.ExecContext(ctx, "INSERT INTO markers (part, pos, kind, ts, body, hash) VALUES (?,?,?,?,?,?)",
+		w.cfg.partition, pos, KindRetention, ts, string(body), hash); err != nil {
+		return fmt.Errorf("retention: %w", err)
+	}
+	h.pos, h.hash = pos, hash
+	r.out = rec
+	return nil
 }
 
 func (w *writer) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.event, w.completion} {
+	for _, s := range []*sql.Stmt{w.event, w.completion, w.head, w.setHead} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

@@ -9,12 +9,11 @@ import (
 	"path/filepath"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
-	sqlite3 "modernc.org/sqlite/lib"
 )
 
 // schemaVersion is the PRAGMA user_version of the newest schema; migrations[i] upgrades a
 // database from version i to i+1.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // migrations create and upgrade the schema. Every index costs each commit a page write, so only the columns that queries usually lead
 // with are indexed: time, principal, agent and tool. Outcome and revision filters narrow those
@@ -62,6 +61,175 @@ CREATE TRIGGER completions_no_delete BEFORE DELETE ON completions
 	// 1 -> 2: token counts of agent invocations (agentd's agent/invoke completions).
 	`ALTER TABLE completions ADD COLUMN tokens_input INTEGER;
 ALTER TABLE completions ADD COLUMN tokens_output INTEGER;`,
+	// 2 -> 3: the hash chain (chain.go). Events and completions get their partition, position
+	// and hash (backfilled by chainExisting); completions lose their foreign key, so that
+	// retention can delete an event whose completion is in a later segment; retention records,
+	// checkpoints and each partition's head get tables. Rows below a partition's floor may be
+	// deleted (by retention, which records it in the chain); nothing else may.
+	`DROP TRIGGER events_no_update;
+DROP TRIGGER events_no_delete;
+ALTER TABLE events ADD COLUMN part TEXT NOT NULL DEFAULT '';
+ALTER TABLE events ADD COLUMN pos  INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE events ADD COLUMN hash BLOB NOT NULL DEFAULT x'';
+CREATE TABLE completions_v3 (
+	decision_id   TEXT    PRIMARY KEY,
+	ts            INTEGER NOT NULL,
+	status        TEXT    NOT NULL,
+	latency_ns    INTEGER NOT NULL,
+	response      TEXT,
+	error         TEXT,
+	tokens_input  INTEGER,
+	tokens_output INTEGER,
+	part          TEXT    NOT NULL,
+	pos           INTEGER NOT NULL,
+	hash          BLOB    NOT NULL
+) STRICT, WITHOUT ROWID;
+INSERT INTO completions_v3 SELECT decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output, '', 0, x''
+	FROM completions;
+DROP TABLE completions;
+ALTER TABLE completions_v3 RENAME TO completions;
+CREATE TABLE markers (
+	part TEXT    NOT NULL,
+	pos  INTEGER NOT NULL,
+	kind TEXT    NOT NULL,
+	ts   INTEGER NOT NULL,
+	body TEXT    NOT NULL,
+	hash BLOB    NOT NULL,
+	PRIMARY KEY (part, pos)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE checkpoints (
+	part       TEXT    NOT NULL,
+	pos        INTEGER NOT NULL,
+	hash       BLOB    NOT NULL,
+	ts         INTEGER NOT NULL,
+	key_id     TEXT    NOT NULL,
+	public_key TEXT    NOT NULL,
+	signature  TEXT    NOT NULL,
+	PRIMARY KEY (part, pos)
+) STRICT, WITHOUT ROWID;
+CREATE TABLE chain_heads (
+	part  TEXT    PRIMARY KEY,
+	pos   INTEGER NOT NULL,
+	hash  BLOB    NOT NULL,
+	floor INTEGER NOT NULL
+) STRICT, WITHOUT ROWID;`,
+}
+
+// chainTriggers finish schema version 3 once existing rows are chained: the chain's unique
+// positions, and the append-only rules (deleting is allowed below a partition's floor only).
+const chainTriggers = `CREATE UNIQUE INDEX events_chain ON events(part, pos);
+CREATE UNIQUE INDEX completions_chain ON completions(part, pos);
+CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
+CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
+CREATE TRIGGER completions_no_update BEFORE UPDATE ON completions
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
+CREATE TRIGGER completions_no_delete BEFORE DELETE ON completions
+	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
+CREATE TRIGGER markers_no_update BEFORE UPDATE ON markers
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
+CREATE TRIGGER markers_no_delete BEFORE DELETE ON markers
+	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
+CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
+CREATE TRIGGER checkpoints_no_delete BEFORE DELETE ON checkpoints
+	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;`
+
+// chainExisting chains the rows a version-2 log already holds, in partition DefaultPartition:
+// events in seq order, then completions in time order.
+func chainExisting(ctx context.Context, conn *sql.Conn) error {
+	type link struct {
+		key  any // seq or decision_id
+		pos  int64
+		hash []byte
+	}
+	var events, completions []link
+	prev, pos := genesis, int64(0)
+	rows, err := conn.QueryContext(ctx, "SELECT seq, decision_id, ts, event FROM events ORDER BY seq")
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var seq, ts int64
+		var id, event string
+		if err := rows.Scan(&seq, &id, &ts, &event); err != nil {
+			rows.Close()
+			return err
+		}
+		pos++
+		prev = chainHash(prev, eventEntry(DefaultPartition, pos, id, ts, event))
+		events = append(events, link{seq, pos, prev})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	rows, err = conn.QueryContext(ctx, `SELECT decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output
+	FROM completions ORDER BY ts, decision_id`)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var c completionRow
+		if err := rows.Scan(&c.id, &c.ts, &c.status, &c.latency, &c.response, &c.err, &c.tokensIn, &c.tokensOut); err != nil {
+			rows.Close()
+			return err
+		}
+		pos++
+		prev = chainHash(prev, c.entry(DefaultPartition, pos))
+		completions = append(completions, link{c.id, pos, prev})
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for _, l := range events {
+		if _, err := conn.ExecContext(ctx, "UPDATE events SET part = ?, pos = ?, hash = ? WHERE seq = ?", DefaultPartition, l.pos, l.hash, l.key); err != nil {
+			return err
+		}
+	}
+	for _, l := range completions {
+		if _, err := conn.ExecContext(ctx, "UPDATE completions SET part = ?, pos = ?, hash = ? WHERE decision_id = ?", DefaultPartition, l.pos, l.hash, l.key); err != nil {
+			return err
+		}
+	}
+	if pos > 0 {
+		if _, err := conn.ExecContext(ctx, "INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?, ?, ?, 1)", DefaultPartition, pos, prev); err != nil {
+			return err
+		}
+	}
+	_, err = conn.ExecContext(ctx, chainTriggers)
+	return err
+}
+
+// completionRow is a completion as stored.
+type completionRow struct {
+	id, status          string
+	ts, latency         int64
+	response, err       sql.NullString
+	tokensIn, tokensOut sql.NullInt64
+}
+
+// entry encodes the row for the chain.
+func (c *completionRow) entry(part string, pos int64) []byte {
+	return completionEntry(part, pos, c.id, c.ts, c.status, c.latency, nullString(c.response), nullString(c.err),
+		nullInt(c.tokensIn), nullInt(c.tokensOut))
+}
+
+func nullString(s sql.NullString) any {
+	if !s.Valid {
+		return nil
+	}
+	return s.String
+}
+
+func nullInt(n sql.NullInt64) any {
+	if !n.Valid {
+		return nil
+	}
+	return n.Int64
 }
 
 // openDB opens the SQLite database at path with params. The path is escaped in the URI, so '?'
@@ -100,20 +268,15 @@ func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 		if _, err := conn.ExecContext(ctx, migrations[v]); err != nil {
 			return fmt.Errorf("migrate schema to version %d: %w", v+1, err)
 		}
+		if v+1 == 3 {
+			if err := chainExisting(ctx, conn); err != nil {
+				return fmt.Errorf("migrate schema to version 3: chain the existing entries: %w", err)
+			}
+		}
 		if _, err := conn.ExecContext(ctx, fmt.Sprintf("PRAGMA user_version = %d", v+1)); err != nil {
 			return err
 		}
 	}
 	_, err = conn.ExecContext(ctx, "COMMIT")
 	return err
-}
-
-// isConstraint reports whether err is a SQLite constraint violation, which aborts only the
-// statement (the transaction and the rest of the batch go on), and which one.
-func isConstraint(err error) (code int, ok bool) {
-	var se interface{ Code() int }
-	if errors.As(err, &se) && se.Code()&0xff == sqlite3.SQLITE_CONSTRAINT {
-		return se.Code(), true
-	}
-	return 0, false
 }

@@ -2,16 +2,19 @@ package gateway
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/toolref"
@@ -24,7 +27,9 @@ type Config struct {
 	Listen         string          `yaml:"listen"`           // default 127.0.0.1:8080
 	Environment    string          `yaml:"environment"`      // input.environment; default "dev"
 	LiveWrites     LiveWrites      `yaml:"live_writes"`      // "all", or a list of tool references
-	DecisionLog    string          `yaml:"decision_log"`     // SQLite file; default <project>/.lush/decisions.db
+	DecisionLog    string          `yaml:"decision_log"`     // SQLite file or postgres:// URL; default <project>/.lush/decisions.db
+	// DecisionLogChain: the log's hash chain partition, checkpoints and retention (docs/audit.md).
+	DecisionLogChain ChainConfig `yaml:"decision_log_chain"`
 	SessionKeyFile string          `yaml:"session_key_file"` // shared by replicas; default: a key per process
 	AllowedHosts   []string        `yaml:"allowed_hosts"`    // host names clients may use besides loopback ones
 	MaxBodyBytes   int64           `yaml:"max_body_bytes"`   // default 4 MiB
@@ -48,6 +53,56 @@ type UpstreamConfig struct {
 	// PrivateIdle: a server connected with one principal's credential is stopped after this long
 	// unused (default 10m).
 	PrivateIdle time.Duration `yaml:"private_idle"`
+}
+
+// ChainConfig tunes the decision log's hash chain.
+type ChainConfig struct {
+	// Partition names this writer's chain; replicas sharing a PostgreSQL log each need their own
+	// (default "local" for SQLite; the host name for PostgreSQL).
+	Partition string `yaml:"partition"`
+	// CheckpointInterval: how often the chain head is signed (default 1m); it is also the
+	// granularity of retention.
+	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	// CheckpointKey is the Ed25519 private key (PKCS #8 PEM) that signs checkpoints; created,
+	// with its public key beside it (.pub), when missing. Default: checkpoint.key beside a SQLite
+	// log, <project>/.lush/checkpoint.key for PostgreSQL.
+	CheckpointKey string `yaml:"checkpoint_key"`
+	// Retention deletes whole segments older than this, recording the deletion in the chain
+	// (default 0: keep everything).
+	Retention time.Duration `yaml:"retention"`
+}
+
+// OpenDecisionLog opens the decision log cfg names (a SQLite file or a postgres:// URL) with its
+// chain settings; keyDir is where the checkpoint key is kept by default for PostgreSQL.
+func OpenDecisionLog(ctx context.Context, cfg Config, keyDir string) (*decisionlog.Log, error) {
+	c := cfg.DecisionLogChain
+	if c.CheckpointInterval < 0 || c.Retention < 0 {
+		return nil, errors.New("gateway config: decision_log_chain: checkpoint_interval and retention must not be negative")
+	}
+	keyPath := c.CheckpointKey
+	if keyPath == "" {
+		if decisionlog.IsPostgres(cfg.DecisionLog) {
+			keyPath = filepath.Join(keyDir, "checkpoint.key")
+		} else {
+			keyPath = filepath.Join(filepath.Dir(cfg.DecisionLog), "checkpoint.key")
+		}
+	}
+	key, err := decisionlog.LoadOrCreateSigningKey(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("gateway config: decision_log_chain.checkpoint_key: %w", err)
+	}
+	opts := []decisionlog.Option{decisionlog.SigningKey(key), decisionlog.RetentionPeriod(c.Retention)}
+	if c.CheckpointInterval > 0 {
+		opts = append(opts, decisionlog.CheckpointEvery(c.CheckpointInterval))
+	}
+	if c.Partition != "" {
+		opts = append(opts, decisionlog.Partition(c.Partition))
+	}
+	l, err := decisionlog.Open(ctx, cfg.DecisionLog, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("open decision log: %w", err)
+	}
+	return l, nil
 }
 
 // BundleConfig says which bundles the gateway accepts.

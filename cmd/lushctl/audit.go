@@ -35,7 +35,8 @@ upstream's status and latency) is appended as its completion. The log is a SQLit
 .lush/decisions.db by default (--log, or $LUSH_DECISION_LOG); it can be read while the gateway
 writes it.`,
 	}
-	cmd.AddCommand(newAuditQueryCmd(), newAuditTailCmd(), newAuditReplayCmd(), newAuditReportCmd(), newAuditExportCmd())
+	cmd.AddCommand(newAuditQueryCmd(), newAuditTailCmd(), newAuditReplayCmd(), newAuditReportCmd(), newAuditExportCmd(),
+		newAuditVerifyCmd(), newAuditRetainCmd())
 	return cmd
 }
 

@@ -19,7 +19,6 @@ import (
 
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/diag"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
@@ -120,9 +119,9 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 		return err
 	}
 
-	dlog, err := decisionlog.Open(ctx, cfg.DecisionLog)
+	dlog, err := gateway.OpenDecisionLog(ctx, cfg, filepath.Join(dir, ".lush"))
 	if err != nil {
-		return fmt.Errorf("open decision log: %w", err)
+		return err
 	}
 	defer dlog.Close()
 	auth, err := identity.New(ctx, cfg.Auth)

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lush-agents/lush/decisionlog"
+)
+
+// chainedLog writes five decisions to a log whose checkpoints are signed with a key beside it.
+func chainedLog(t *testing.T) (logPath, pubKey string) {
+	t.Helper()
+	ctx := context.Background()
+	dir := t.TempDir()
+	logPath = filepath.Join(dir, "decisions.db")
+	key, err := decisionlog.LoadOrCreateSigningKey(filepath.Join(dir, "checkpoint.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := decisionlog.Open(ctx, logPath, decisionlog.SigningKey(key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 5 {
+		e := &decisionlog.Event{DecisionID: fmt.Sprintf("dec-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: decisionlog.OutcomeAllow,
+			Input: json.RawMessage(`{"arguments":{"path":"q3.md"}}`)}
+		if err := l.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return logPath, filepath.Join(dir, "checkpoint.key.pub")
+}
+
+func TestAuditVerify(t *testing.T) {
+	logPath, pub := chainedLog(t)
+	r := lushctl(t, "", "audit", "verify", "--log", logPath, "--public-key", pub)
+	if r.code != 0 || !strings.Contains(r.stdout, "verified: complete and unaltered") || !strings.Contains(r.stdout, "(pinned)") {
+		t.Fatalf("intact log: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	db, err := sql.Open("sqlite", logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TRIGGER events_no_update; UPDATE events SET event = replace(event, 'q3.md', 'q4.md') WHERE decision_id = 'dec-2'`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r = lushctl(t, "", "audit", "verify", "--log", logPath, "-o", "json")
+	var rep decisionlog.VerifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitFailed {
+		t.Fatalf("tampered log: %d %v %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	if p := rep.Partitions[0].Problem; rep.OK || p == nil || p.DecisionID != "dec-2" || p.Pos != 3 {
+		t.Errorf("problem %+v", p)
+	}
+	r = lushctl(t, "", "audit", "verify", "--log", logPath)
+	if r.code != exitFailed || !strings.Contains(r.stdout, "first broken entry: position 3 (event dec-2, seq 3)") {
+		t.Errorf("text: %d %s", r.code, r.stdout)
+	}
+	for _, args := range [][]string{
+		{"--public-key", filepath.Join(t.TempDir(), "missing.pub")},
+		{"-o", "yaml"},
+	} {
+		if r := lushctl(t, "", append([]string{"audit", "verify", "--log", logPath}, args...)...); r.code != exitUsage {
+			t.Errorf("%v: %d %s", args, r.code, r.stderr)
+		}
+	}
+	if r := lushctl(t, "", "audit", "verify", "--log", filepath.Join(t.TempDir(), "none.db")); r.code != exitRuntime || !strings.Contains(r.stderr, "no decision log at") {
+		t.Errorf("missing log: %d %s", r.code, r.stderr)
+	}
+}
+
+func TestAuditRetain(t *testing.T) {
+	logPath, pub := chainedLog(t)
+	time.Sleep(20 * time.Millisecond) // the segment closed (at Close) before now - 10ms
+	r := lushctl(t, "", "audit", "retain", "--log", logPath, "--older-than", "10ms", "-o", "json")
+	var out struct{ Retention *decisionlog.RetentionRecord }
+	if err := json.Unmarshal([]byte(r.stdout), &out); err != nil || r.code != 0 || out.Retention == nil || out.Retention.Events != 5 {
+		t.Fatalf("retain: %d %v %s %s", r.code, err, r.stdout, r.stderr)
+	}
+	r = lushctl(t, "", "audit", "verify", "--log", logPath, "--public-key", pub)
+	if r.code != 0 || !strings.Contains(r.stdout, "retention deleted positions below 6") {
+		t.Errorf("verify after retain: %d %s", r.code, r.stdout)
+	}
+	if r := lushctl(t, "", "audit", "retain", "--log", logPath, "--older-than", "10ms"); r.code != 0 || !strings.Contains(r.stdout, "nothing to delete") {
+		t.Errorf("second retain: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	if r := lushctl(t, "", "audit", "retain", "--log", logPath); r.code != exitUsage {
+		t.Errorf("no --older-than: %d", r.code)
+	}
+}
