@@ -24,8 +24,8 @@ package decisionlog
 import (
 	"context"
 	"crypto/ed25519"
-	"encoding/hex"
 	"database/sql"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/url"
@@ -36,7 +36,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
 )
 
 // ErrBackpressure is returned at once when the writer's queue is full; the decision was not
@@ -239,15 +238,24 @@ func (r *request) answer(err error) {
 	}
 }
 
-// Open opens (creating it, its directories and its schema if needed) the decision log at path
-// and starts its writer. Close stops it.
+// Open opens (creating it, its directories and its schema if needed) the decision log at path,
+// a SQLite file, or at a postgres:// URL, and starts its writer. Close stops it.
 func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 	cfg := config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
 		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute}
+	if IsPostgres(path) {
+		// Replicas sharing the database each write their own chain unless told otherwise.
+		if host, err := os.Hostname(); err == nil && host != "" && len(host) <= 128 {
+			cfg.partition = host
+		}
+	}
 	for _, opt := range opts {
 		if err := opt(&cfg); err != nil {
 			return nil, fmt.Errorf("open decision log: %w", err)
 		}
+	}
+	if IsPostgres(path) {
+		return openPostgres(ctx, path, cfg)
 	}
 	if path == "" {
 		return nil, errors.New("open decision log: path is empty")
@@ -281,7 +289,7 @@ func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 	db.SetMaxIdleConns(2)
 	db.SetConnMaxLifetime(0)
 	db.SetConnMaxIdleTime(0)
-	w, err := newWriter(ctx, db, &cfg)
+	w, err := newWriter(ctx, db, sqliteDialect, &cfg)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("open decision log %s: %w", path, err)
@@ -299,13 +307,20 @@ func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 		db.Close()
 		return nil, err
 	}
-	l := &Log{cfg: cfg, path: path, db: db, reader: reader, queue: make(chan *request, cfg.queueSize), done: make(chan struct{}),
+	l := start(cfg, path, db, reader, w)
+	go l.checkpoint(ckpt)
+	return l, nil
+}
+
+// start makes the Log and starts its writer and maintainer; the caller starts the checkpointer
+// (SQLite) or closes ckptDone (PostgreSQL has none).
+func start(cfg config, where string, db *sql.DB, reader *Reader, w *writer) *Log {
+	l := &Log{cfg: cfg, path: where, db: db, reader: reader, queue: make(chan *request, cfg.queueSize), done: make(chan struct{}),
 		kick: make(chan struct{}, 1), ckptStop: make(chan struct{}), ckptDone: make(chan struct{}),
 		maintStop: make(chan struct{}), maintDone: make(chan struct{})}
 	go l.run(w)
-	go l.checkpoint(ckpt)
 	go l.maintain()
-	return l, nil
+	return l
 }
 
 // IsPostgres reports whether a decision log location is a PostgreSQL URL rather than a file.
@@ -313,8 +328,11 @@ func IsPostgres(location string) bool {
 	return strings.HasPrefix(location, "postgres://") || strings.HasPrefix(location, "postgresql://")
 }
 
-// Path returns the database file's path.
+// Path returns the database file's path, or the PostgreSQL URL without its password.
 func (l *Log) Path() string { return l.path }
+
+// Reader returns the log's reader (queries and Verify on the same store).
+func (l *Log) Reader() *Reader { return l.reader }
 
 // Record logs one decision. It returns nil only once the event is committed; on any error (the
 // event is invalid, the queue is full, the write failed, the log is closed, ctx ended first) the
@@ -646,6 +664,7 @@ func (l *Log) fill(batch []*request) []*request {
 type writer struct {
 	conn              *sql.Conn
 	cfg               *config
+	d                 *dialect
 	event, completion *sql.Stmt
 	head, setHead     *sql.Stmt
 }
@@ -654,40 +673,49 @@ const (
 	insertEvent = `INSERT INTO events (decision_id, ts, revision, point, principal, agent, action, tool,
 	tool_name, access, risk, outcome, latency_ns, trace_id, event, part, pos, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 	ON CONFLICT (decision_id) DO NOTHING`
-	insertCompletion = `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output,
-	part, pos, hash) SELECT ?,?,?,?,?,?,?,?,?,?,? WHERE EXISTS (SELECT 1 FROM events WHERE decision_id = ?)
-	ON CONFLICT (decision_id) DO NOTHING`
 	selectHead = `SELECT pos, hash, floor FROM chain_heads WHERE part = ?`
 	upsertHead = `INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?,?,?,?)
 	ON CONFLICT (part) DO UPDATE SET pos = excluded.pos, hash = excluded.hash, floor = excluded.floor`
 )
 
-func newWriter(ctx context.Context, db *sql.DB, cfg *config) (_ *writer, err error) {
+func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *writer, err error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{conn: conn, cfg: cfg}
+	w := &writer{conn: conn, cfg: cfg, d: d}
 	defer func() {
 		if err != nil {
 			w.close()
 		}
 	}()
-	var mode string
-	if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
-		return nil, err
+	if d.postgres {
+		if err := createPostgres(ctx, conn); err != nil {
+			return nil, err
+		}
+	} else {
+		var mode string
+		if err := conn.QueryRowContext(ctx, "PRAGMA journal_mode").Scan(&mode); err != nil {
+			return nil, err
+		}
+		if !strings.EqualFold(mode, "wal") {
+			return nil, fmt.Errorf("journal_mode is %q, not wal", mode)
+		}
+		if err := migrate(ctx, conn); err != nil {
+			return nil, err
+		}
 	}
-	if !strings.EqualFold(mode, "wal") {
-		return nil, fmt.Errorf("journal_mode is %q, not wal", mode)
-	}
-	if err := migrate(ctx, conn); err != nil {
+	// The head row exists before the first transaction, so that PostgreSQL replicas starting a
+	// partition together lock it rather than both inserting it.
+	if _, err := conn.ExecContext(ctx, d.q("INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?, 0, ?, 1) ON CONFLICT (part) DO NOTHING"),
+		cfg.partition, genesis); err != nil {
 		return nil, err
 	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
-	}{{&w.event, insertEvent}, {&w.completion, insertCompletion}, {&w.head, selectHead}, {&w.setHead, upsertHead}} {
-		if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+	}{{&w.event, insertEvent}, {&w.completion, d.insertCompletion}, {&w.head, selectHead + d.lockHead}, {&w.setHead, upsertHead}} {
+		if *p.stmt, err = conn.PrepareContext(ctx, d.q(p.sql)); err != nil {
 			return nil, err
 		}
 	}
@@ -727,7 +755,7 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			out = fail(fmt.Errorf("write decision log: panic: %v", p))
 		}
 	}()
-	if _, err := w.conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+	if _, err := w.conn.ExecContext(ctx, w.d.begin); err != nil {
 		return fail(fmt.Errorf("write decision log: begin: %w", err))
 	}
 	rollback := func(err error) []error {
@@ -803,7 +831,7 @@ func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) erro
 	}
 	if n, err := res.RowsAffected(); err != nil || n == 0 {
 		var done bool
-		if err := w.conn.QueryRowContext(ctx, "SELECT EXISTS (SELECT 1 FROM completions WHERE decision_id = ?)", a[0]).Scan(&done); err != nil {
+		if err := w.conn.QueryRowContext(ctx, w.d.q("SELECT EXISTS (SELECT 1 FROM completions WHERE decision_id = ?)"), a[0]).Scan(&done); err != nil {
 			return err
 		}
 		if done {
@@ -819,7 +847,7 @@ func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) erro
 // receives the *Checkpoint (nil when there was nothing new).
 func (w *writer) checkpoint(ctx context.Context, h *head, r *request) error {
 	var last int64
-	if err := w.conn.QueryRowContext(ctx, "SELECT coalesce(max(pos), 0) FROM checkpoints WHERE part = ?", w.cfg.partition).Scan(&last); err != nil {
+	if err := w.conn.QueryRowContext(ctx, w.d.q("SELECT coalesce(max(pos), 0) FROM checkpoints WHERE part = ?"), w.cfg.partition).Scan(&last); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	if h.pos == 0 || h.pos <= last {
@@ -827,7 +855,7 @@ func (w *writer) checkpoint(ctx context.Context, h *head, r *request) error {
 	}
 	c := &Checkpoint{Partition: w.cfg.partition, Pos: h.pos, Hash: hex.EncodeToString(h.hash), Timestamp: w.cfg.clock().UTC()}
 	c.sign(w.cfg.signingKey)
-	if _, err := w.conn.ExecContext(ctx, `INSERT INTO checkpoints (part, pos, hash, ts, key_id, public_key, signature) VALUES (?,?,?,?,?,?,?)`,
+	if _, err := w.conn.ExecContext(ctx, w.d.q(`INSERT INTO checkpoints (part, pos, hash, ts, key_id, public_key, signature) VALUES (?,?,?,?,?,?,?)`),
 		c.Partition, c.Pos, h.hash, c.Timestamp.UnixNano(), c.KeyID, c.PublicKey, c.Signature); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -844,8 +872,8 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 		cpPos, cpTS int64
 		cpHash      []byte
 	)
-	err := w.conn.QueryRowContext(ctx, `SELECT pos, hash, ts FROM checkpoints WHERE part = ? AND ts < ? AND pos >= ?
-	ORDER BY pos DESC LIMIT 1`, w.cfg.partition, cutoff.UnixNano(), h.floor).Scan(&cpPos, &cpHash, &cpTS)
+	err := w.conn.QueryRowContext(ctx, w.d.q(`SELECT pos, hash, ts FROM checkpoints WHERE part = ? AND ts < ? AND pos >= ?
+	ORDER BY pos DESC LIMIT 1`), w.cfg.partition, cutoff.UnixNano(), h.floor).Scan(&cpPos, &cpHash, &cpTS)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
@@ -862,7 +890,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 		table string
 		n     *int64
 	}{{"events", &rec.Events}, {"completions", &rec.Completions}, {"markers", &rec.Markers}} {
-		res, err := w.conn.ExecContext(ctx, "DELETE FROM "+t.table+" WHERE part = ? AND pos < ?", w.cfg.partition, rec.Below)
+		res, err := w.conn.ExecContext(ctx, w.d.q("DELETE FROM "+t.table+" WHERE part = ? AND pos < ?"), w.cfg.partition, rec.Below)
 		if err != nil {
 			return fmt.Errorf("retention: delete from %s: %w", t.table, err)
 		}
@@ -876,7 +904,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 	}
 	pos, ts := h.pos+1, w.cfg.clock().UnixNano()
 	hash := chainHash(h.hash, markerEntry(w.cfg.partition, pos, KindRetention, ts, string(body)))
-	if _, err := w.conn.ExecContext(ctx, "INSERT INTO markers (part, pos, kind, ts, body, hash) VALUES (?,?,?,?,?,?)",
+	if _, err := w.conn.ExecContext(ctx, w.d.q("INSERT INTO markers (part, pos, kind, ts, body, hash) VALUES (?,?,?,?,?,?)"),
 		w.cfg.partition, pos, KindRetention, ts, string(body), hash); err != nil {
 		return fmt.Errorf("retention: %w", err)
 	}

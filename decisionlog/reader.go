@@ -49,13 +49,17 @@ type Record struct {
 // Reader reads a decision log, also while another process writes it (WAL readers do not block
 // the writer, nor it them). It is safe for concurrent use.
 type Reader struct {
-	path string
+	path string // the file, or the PostgreSQL URL without its password
 	db   *sql.DB
+	d    *dialect
 }
 
-// OpenReader opens the decision log at path read-only. A missing file is an error wrapping
+// OpenReader opens the decision log at path (a SQLite file or a postgres:// URL) read-only. A missing file is an error wrapping
 // fs.ErrNotExist that names the path; so is a file that is not a decision log.
 func OpenReader(path string) (*Reader, error) {
+	if IsPostgres(path) {
+		return openPostgresReader(path)
+	}
 	info, err := os.Stat(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -88,7 +92,7 @@ func OpenReader(path string) (*Reader, error) {
 		db.Close()
 		return nil, fmt.Errorf("open decision log %s: schema version %d is newer than this program supports (%d): upgrade lushctl", path, v, schemaVersion)
 	}
-	return &Reader{path: path, db: db}, nil
+	return &Reader{path: path, db: db, d: sqliteDialect}, nil
 }
 
 // Path returns the database file's path.
@@ -100,7 +104,7 @@ func (r *Reader) Close() error { return r.db.Close() }
 // Query returns the events f selects, each with its completion, in seq order (newest first
 // unless f.Oldest).
 func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
-	q, args, err := f.sql()
+	q, args, err := f.sql(r.d)
 	if err != nil {
 		return nil, fmt.Errorf("query decision log: %w", err)
 	}
@@ -140,7 +144,7 @@ func (r *Reader) Query(ctx context.Context, f Filter) ([]Record, error) {
 }
 
 // sql builds the query for f.
-func (f Filter) sql() (string, []any, error) {
+func (f Filter) sql(d *dialect) (string, []any, error) {
 	limit := f.Limit
 	switch {
 	case limit < 0:
@@ -196,11 +200,11 @@ func (f Filter) sql() (string, []any, error) {
 	prefix("revision", f.Revision)
 	eq("access", f.Access)
 	if f.Group != "" {
-		where = append(where, "(e.principal = ? OR EXISTS (SELECT 1 FROM json_each(e.event, '$.groups') WHERE value = ?))")
+		where = append(where, d.groupMember)
 		args = append(args, f.Group, f.Group)
 	}
 	if f.Text != "" {
-		where = append(where, "instr(CAST(json_extract(e.event, '$.input.arguments') AS TEXT), ?) > 0")
+		where = append(where, d.argumentsContain)
 		args = append(args, f.Text)
 	}
 	if f.AfterSeq > 0 {
@@ -225,7 +229,7 @@ FROM events e LEFT JOIN completions c ON c.decision_id = e.decision_id`)
 	}
 	b.WriteString("\nLIMIT ?")
 	args = append(args, limit)
-	return b.String(), args, nil
+	return d.q(b.String()), args, nil
 }
 
 // prefixEnd returns the smallest string greater than every string with prefix p (SQLite compares

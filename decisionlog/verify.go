@@ -42,7 +42,7 @@ type PartitionReport struct {
 	Retention      *RetentionRecord `json:"retention,omitempty"`
 	Checkpoints    int              `json:"checkpoints"` // checkpoints whose signature and head matched
 	Unsigned       int              `json:"unsigned_checkpoints"`
-	Keys           []string         `json:"keys"`                     // ids of the keys that signed
+	Keys           []string         `json:"keys"`                      // ids of the keys that signed
 	LastCheckpoint *Checkpoint      `json:"last_checkpoint,omitempty"` // the newest checkpoint
 	// Uncovered entries come after the last checkpoint: a truncation of those could not be told
 	// from a log that ended there.
@@ -77,7 +77,7 @@ func (p *Problem) String() string {
 // Verify reads one consistent snapshot; the log may be written meanwhile. The error is for
 // failures to read; what is broken is in the report.
 func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
-	tx, err := r.db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	tx, err := r.db.BeginTx(ctx, &r.d.verifyTx)
 	if err != nil {
 		return nil, fmt.Errorf("verify decision log %s: %w", r.path, err)
 	}
@@ -94,7 +94,7 @@ func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport,
 	}
 	rep := &VerifyReport{OK: true}
 	for _, p := range parts {
-		pr, err := verifyPartition(ctx, tx, p, &opts)
+		pr, err := verifyPartition(ctx, tx, r.d, p, &opts)
 		if err != nil {
 			return nil, fmt.Errorf("verify decision log %s: partition %s: %w", r.path, p, err)
 		}
@@ -140,7 +140,7 @@ SELECT pos, 2, kind, ts, body, hash, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 FROM markers WHERE part = ?1
 ORDER BY 1`
 
-func verifyPartition(ctx context.Context, tx *sql.Tx, part string, opts *VerifyOptions) (*PartitionReport, error) {
+func verifyPartition(ctx context.Context, tx *sql.Tx, d *dialect, part string, opts *VerifyOptions) (*PartitionReport, error) {
 	pr := &PartitionReport{Partition: part, OK: true, First: 1, Keys: []string{}}
 	broken := func(p *Problem) {
 		if pr.Problem == nil {
@@ -150,7 +150,7 @@ func verifyPartition(ctx context.Context, tx *sql.Tx, part string, opts *VerifyO
 	// Retention: the newest record says where the kept chain starts and what precedes it.
 	prev := genesis
 	var retained []RetentionRecord
-	rows, err := tx.QueryContext(ctx, "SELECT pos, body FROM markers WHERE part = ? AND kind = ? ORDER BY pos", part, KindRetention)
+	rows, err := tx.QueryContext(ctx, d.q("SELECT pos, body FROM markers WHERE part = ? AND kind = ? ORDER BY pos"), part, KindRetention)
 	if err != nil {
 		return nil, err
 	}
@@ -178,7 +178,7 @@ func verifyPartition(ctx context.Context, tx *sql.Tx, part string, opts *VerifyO
 			broken(&Problem{Pos: rec.Below - 1, Kind: KindRetention, Reason: "the retention record's prev_hash is not a SHA-256 in hex"})
 		}
 	}
-	cps, err := checkpoints(ctx, tx, part)
+	cps, err := checkpoints(ctx, tx, d, part)
 	if err != nil {
 		return nil, err
 	}
@@ -199,7 +199,7 @@ func verifyPartition(ctx context.Context, tx *sql.Tx, part string, opts *VerifyO
 		next++
 	}
 
-	rows, err = tx.QueryContext(ctx, chainSelect, part)
+	rows, err = tx.QueryContext(ctx, d.q(chainSelect), part)
 	if err != nil {
 		return nil, err
 	}
@@ -291,7 +291,7 @@ func verifyPartition(ctx context.Context, tx *sql.Tx, part string, opts *VerifyO
 	// The head the writer recorded, in the same transactions as the entries.
 	var headPos int64
 	var headHash []byte
-	switch err := tx.QueryRowContext(ctx, "SELECT pos, hash FROM chain_heads WHERE part = ?", part).Scan(&headPos, &headHash); {
+	switch err := tx.QueryRowContext(ctx, d.q("SELECT pos, hash FROM chain_heads WHERE part = ?"), part).Scan(&headPos, &headHash); {
 	case errors.Is(err, sql.ErrNoRows):
 		if pr.Last > 0 {
 			broken(&Problem{Pos: pr.Last, Kind: "head", Reason: "the partition has entries but no recorded head"})
@@ -337,8 +337,8 @@ type storedCheckpoint struct {
 	hash []byte
 }
 
-func checkpoints(ctx context.Context, tx *sql.Tx, part string) ([]storedCheckpoint, error) {
-	rows, err := tx.QueryContext(ctx, "SELECT pos, hash, ts, key_id, public_key, signature FROM checkpoints WHERE part = ? ORDER BY pos", part)
+func checkpoints(ctx context.Context, tx *sql.Tx, d *dialect, part string) ([]storedCheckpoint, error) {
+	rows, err := tx.QueryContext(ctx, d.q("SELECT pos, hash, ts, key_id, public_key, signature FROM checkpoints WHERE part = ? ORDER BY pos"), part)
 	if err != nil {
 		return nil, err
 	}

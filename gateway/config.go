@@ -24,20 +24,20 @@ import (
 // Config is the gateway's configuration. It maps one-to-one onto its YAML file
 // (docs/gateway.md); flags of `lushctl gateway` override it.
 type Config struct {
-	Listen         string          `yaml:"listen"`           // default 127.0.0.1:8080
-	Environment    string          `yaml:"environment"`      // input.environment; default "dev"
-	LiveWrites     LiveWrites      `yaml:"live_writes"`      // "all", or a list of tool references
-	DecisionLog    string          `yaml:"decision_log"`     // SQLite file or postgres:// URL; default <project>/.lush/decisions.db
+	Listen      string     `yaml:"listen"`       // default 127.0.0.1:8080
+	Environment string     `yaml:"environment"`  // input.environment; default "dev"
+	LiveWrites  LiveWrites `yaml:"live_writes"`  // "all", or a list of tool references
+	DecisionLog string     `yaml:"decision_log"` // SQLite file or postgres:// URL; default <project>/.lush/decisions.db
 	// DecisionLogChain: the log's hash chain partition, checkpoints and retention (docs/audit.md).
-	DecisionLogChain ChainConfig `yaml:"decision_log_chain"`
-	SessionKeyFile string          `yaml:"session_key_file"` // shared by replicas; default: a key per process
-	AllowedHosts   []string        `yaml:"allowed_hosts"`    // host names clients may use besides loopback ones
-	MaxBodyBytes   int64           `yaml:"max_body_bytes"`   // default 4 MiB
-	Auth           identity.Config `yaml:"auth"`
-	Credentials    vault.Config    `yaml:"credentials"` // where upstream credentials come from (docs/credentials.md)
-	Upstreams      UpstreamConfig  `yaml:"upstreams"`
-	Bundles        BundleConfig    `yaml:"bundles"`
-	Agents         AgentsConfig    `yaml:"agents"` // where agentd serves the agents lush:// tools name
+	DecisionLogChain ChainConfig     `yaml:"decision_log_chain"`
+	SessionKeyFile   string          `yaml:"session_key_file"` // shared by replicas; default: a key per process
+	AllowedHosts     []string        `yaml:"allowed_hosts"`    // host names clients may use besides loopback ones
+	MaxBodyBytes     int64           `yaml:"max_body_bytes"`   // default 4 MiB
+	Auth             identity.Config `yaml:"auth"`
+	Credentials      vault.Config    `yaml:"credentials"` // where upstream credentials come from (docs/credentials.md)
+	Upstreams        UpstreamConfig  `yaml:"upstreams"`
+	Bundles          BundleConfig    `yaml:"bundles"`
+	Agents           AgentsConfig    `yaml:"agents"` // where agentd serves the agents lush:// tools name
 	// ExtAuthz, when it names an address or a socket, serves Envoy's ext_authz Check with the
 	// same policy and decision log (docs/mesh.md).
 	ExtAuthz extauthz.Config `yaml:"ext_authz"`
