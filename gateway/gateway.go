@@ -247,6 +247,13 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	if g.metrics != nil {
 		g.metrics.Reloads.WithLabelValues("ok").Inc()
 		g.metrics.SetRevision(hash)
+		var declared []telemetry.DeclaredTool
+		for _, a := range m.Agents {
+			for _, t := range a.Tools {
+				declared = append(declared, telemetry.DeclaredTool{Agent: a.Name, Tool: t.Ref, Access: t.Access})
+			}
+		}
+		g.metrics.SetDeclaredTools(declared)
 	}
 	cache := "on"
 	if _, _, on, why := eng.CacheStats(); !on {

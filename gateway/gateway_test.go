@@ -360,6 +360,7 @@ func TestMetricsAndTraces(t *testing.T) {
 		`lush_decisions_total{access="read",action="tools/call",agent="assistant",outcome="allow",point="mcp-gateway",tool="mcp://tests.internal/mcp"} 1`,
 		"lush_decision_duration_seconds_bucket", "lush_upstream_duration_seconds_bucket", `lush_upstream_up{tool="mcp://stdio/bin/server"} 1`,
 		"lush_bundle_revision_info{revision=\"" + h.gw.Revision() + "\"} 1",
+		`lush_agent_tool_declared{access="write",agent="assistant",tool="mcp://tests.internal/mcp"} 1`, `lush_agent_tool_declared{access="read",agent="assistant",tool="tools/hello"} 1`,
 	} {
 		if !strings.Contains(string(body), want) {
 			t.Errorf("metrics lack %s", want)

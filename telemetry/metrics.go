@@ -25,6 +25,7 @@ type Metrics struct {
 	UpstreamUp       *prometheus.GaugeVec     // lush_upstream_up{tool}
 	Reloads          *prometheus.CounterVec   // lush_bundle_reloads_total{result}
 	Revision         *prometheus.GaugeVec     // lush_bundle_revision_info{revision}
+	DeclaredTools    *prometheus.GaugeVec     // lush_agent_tool_declared{agent,tool,access}
 
 	Invocations       *prometheus.CounterVec   // lush_agent_invocations_total{agent,status}
 	InvocationLatency *prometheus.HistogramVec // lush_agent_invocation_duration_seconds{agent}
@@ -61,6 +62,9 @@ func NewMetrics() *Metrics {
 			Help: "Bundle reloads, by result (ok, rejected)."}, []string{"result"}),
 		Revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_bundle_revision_info",
 			Help: "The bundle revision being served (value 1)."}, []string{"revision"}),
+		DeclaredTools: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_agent_tool_declared",
+			Help: "Tools the served build lets each agent use (value 1), by access: with lush_decisions_total, the declared tools that go unused."},
+			[]string{"agent", "tool", "access"}),
 		Invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_invocations_total",
 			Help: "Agent invocations, by agent and status (ok, error, timeout, cancelled, max_turns, denied)."}, []string{"agent", "status"}),
 		InvocationLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lush_agent_invocation_duration_seconds",
@@ -76,7 +80,7 @@ func NewMetrics() *Metrics {
 			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
-		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
+		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.DeclaredTools, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
 		m.LoopFirings, m.LoopLag,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -85,6 +89,17 @@ func NewMetrics() *Metrics {
 // Handler serves the metrics in the Prometheus exposition format.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}
+
+// DeclaredTool is one entry of an agent's allowlist in the served build.
+type DeclaredTool struct{ Agent, Tool, Access string }
+
+// SetDeclaredTools replaces the declared tools with those of the build being served.
+func (m *Metrics) SetDeclaredTools(tools []DeclaredTool) {
+	m.DeclaredTools.Reset()
+	for _, t := range tools {
+		m.DeclaredTools.WithLabelValues(t.Agent, t.Tool, t.Access).Set(1)
+	}
 }
 
 // SetRevision records the revision being served.
