@@ -2,6 +2,7 @@ package decisionlog
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -121,4 +122,20 @@ func plant(node any, tokens []string, s string) (any, bool) {
 		return v, ok
 	}
 	return node, false
+}
+
+// FuzzParsePublicKey: `lushctl audit verify --public-key` reads any file; a key comes back only
+// when the input holds an Ed25519 public key, and nothing panics.
+func FuzzParsePublicKey(f *testing.F) {
+	f.Add([]byte("-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEAGb9ECWmEzf6FQbrBZ9w7lshQhqowtrbLDFw4rXAxZuE=\n-----END PUBLIC KEY-----\n"))
+	f.Add([]byte("19bf44096984cdfe8541bac167dc3b96c85086aa30b6b6cb0c5c38ad703166e1\n"))
+	f.Add([]byte("-----BEGIN PUBLIC KEY-----\nMFkwEwYHKoZIzj0CAQYIKoZIzj0DAQcDQgAE\n-----END PUBLIC KEY-----\n"))
+	f.Add([]byte("-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n"))
+	f.Add([]byte("zz"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pub, err := ParsePublicKey(data)
+		if err == nil && len(pub) != ed25519.PublicKeySize {
+			t.Fatalf("a %d-byte key", len(pub))
+		}
+	})
 }

@@ -6,8 +6,11 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/lush-agents/lush/internal/pgtest"
 )
@@ -149,4 +152,36 @@ func TestPostgresLocationNeverShowsPassword(t *testing.T) {
 	if _, err := OpenReader("postgres://%zz"); err == nil || !strings.Contains(err.Error(), "does not parse") {
 		t.Errorf("bad URL: %v", err)
 	}
+}
+
+// BenchmarkRecordPostgres is BenchmarkRecord on the PostgreSQL store (a local cluster on
+// loopback): 64 concurrent writers, one partition.
+func BenchmarkRecordPostgres(b *testing.B) {
+	ctx := context.Background()
+	cluster := pgtest.Start(b)
+	dsn := cluster.CreateDatabase(b, "bench")
+	l, err := Open(ctx, dsn, Partition("bench"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	template := sampleEvent("")
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	b.ResetTimer()
+	start := time.Now()
+	for range 64 {
+		wg.Go(func() {
+			for next.Add(1) <= int64(b.N) {
+				e := *template
+				e.DecisionID = uuid.Must(uuid.NewV7()).String()
+				if err := l.Record(ctx, &e); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 }
