@@ -165,7 +165,7 @@ func rewriteChain(t *testing.T, db *sql.DB) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rows, err := tx.QueryContext(ctx, chainSelect, DefaultPartition)
+	rows, err := tx.QueryContext(ctx, chainSelect, DefaultPartition, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -456,5 +456,51 @@ func TestSigningKeyFile(t *testing.T) {
 	}
 	if _, err := LoadOrCreateSigningKey(path); err == nil || !strings.Contains(err.Error(), "PRIVATE KEY") || strings.Contains(err.Error(), "garbage") {
 		t.Errorf("bad key file: %v", err)
+	}
+}
+
+// TestRetentionDeletesInChunks: a large expired segment is deleted over several transactions;
+// between them the log verifies (rows below the floor are ignored) and takes writes.
+func TestRetentionDeletesInChunks(t *testing.T) {
+	ctx := context.Background()
+	chunk := func(c *config) error { c.retentionChunk = 4; return nil }
+	path := filepath.Join(t.TempDir(), "decisions.db")
+	l, err := Open(ctx, path, chunk, CheckpointEvery(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for i := range 10 {
+		if err := l.Record(ctx, sampleEvent(fmt.Sprintf("e-%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := l.Checkpoint(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// One pass: the record, the floor and the first chunk.
+	r := &request{kind: kindRetention, args: []any{time.Now().Add(time.Hour)}, done: make(chan error, 1)}
+	if err := l.submit(ctx, r); err != nil {
+		t.Fatal(err)
+	}
+	res := r.out.(retentionResult)
+	if res.rec == nil || res.rec.Events != 10 || !res.more {
+		t.Fatalf("first pass: %+v", res)
+	}
+	if err := l.Record(ctx, sampleEvent("between")); err != nil {
+		t.Fatal(err)
+	}
+	rep := verify(t, path, VerifyOptions{})
+	if p := rep.Partitions[0]; !rep.OK || p.First != 11 || p.Events != 1 || p.Markers != 1 {
+		t.Fatalf("between passes: %+v %v", p, p.Problem)
+	}
+	// Retain finishes the deletion (and finds nothing new to record).
+	rec, err := l.Retain(ctx, time.Now().Add(-time.Hour))
+	if err != nil || rec != nil {
+		t.Fatalf("sweep: %+v %v", rec, err)
+	}
+	var left int
+	if err := l.reader.db.QueryRow("SELECT count(*) FROM events WHERE pos < 11").Scan(&left); err != nil || left != 0 {
+		t.Errorf("%d expired events left (%v)", left, err)
 	}
 }

@@ -61,6 +61,7 @@ type config struct {
 	signingKey      ed25519.PrivateKey
 	checkpointEvery time.Duration
 	retention       time.Duration
+	retentionChunk  int
 }
 
 // Partition sets the hash chain partition this log writes (default DefaultPartition). Writers
@@ -182,6 +183,9 @@ type Stats struct {
 	Failed   int64 `json:"failed"`   // reached the writer and could not be committed
 	Rejected int64 `json:"rejected"` // refused before the writer: invalid, queue full (ErrBackpressure), closed
 	Queued   int64 `json:"queued"`   // accepted and not yet committed or failed
+	// MaintenanceFailures counts checkpoints and retention passes that failed (the next round
+	// retries).
+	MaintenanceFailures int64 `json:"maintenance_failures"`
 }
 
 // Log is the SQLite decision log (the embedded default): WAL mode, one writer goroutine, group
@@ -198,14 +202,15 @@ type Log struct {
 	done   chan struct{} // closed when the writer goroutine has exited
 	werr   error         // the writer's shutdown error, read after done
 
-	maintStop chan struct{} // closed by Close to stop the maintainer (checkpoints, retention)
-	maintDone chan struct{} // closed when the maintainer has exited
+	maintCtx  context.Context    // the maintainer's (checkpoints, retention); Close cancels it
+	maintStop context.CancelFunc // cancels maintCtx
+	maintDone chan struct{}      // closed when the maintainer has exited
 
 	kick     chan struct{} // the writer tells the checkpointer that it committed
 	ckptStop chan struct{} // closed by Close to stop the checkpointer
 	ckptDone chan struct{} // closed when the checkpointer has exited
 
-	written, failed, rejected, pending atomic.Int64
+	written, failed, rejected, pending, maintFailed atomic.Int64
 }
 
 type kind uint8
@@ -242,7 +247,7 @@ func (r *request) answer(err error) {
 // a SQLite file, or at a postgres:// URL, and starts its writer. Close stops it.
 func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 	cfg := config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
-		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute}
+		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute, retentionChunk: defaultRetentionChunk}
 	if IsPostgres(path) {
 		// Replicas sharing the database each write their own chain unless told otherwise.
 		if host, err := os.Hostname(); err == nil && host != "" && len(host) <= 128 {
@@ -317,7 +322,8 @@ func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
 func start(cfg config, where string, db *sql.DB, reader *Reader, w *writer) *Log {
 	l := &Log{cfg: cfg, path: where, db: db, reader: reader, queue: make(chan *request, cfg.queueSize), done: make(chan struct{}),
 		kick: make(chan struct{}, 1), ckptStop: make(chan struct{}), ckptDone: make(chan struct{}),
-		maintStop: make(chan struct{}), maintDone: make(chan struct{})}
+		maintDone: make(chan struct{})}
+	l.maintCtx, l.maintStop = context.WithCancel(context.Background())
 	go l.run(w)
 	go l.maintain()
 	return l
@@ -496,42 +502,57 @@ func (l *Log) Checkpoint(ctx context.Context) (*Checkpoint, error) {
 }
 
 // Retain deletes every segment whose closing checkpoint was taken before cutoff, recording the
-// deletion in the chain, and returns the record (nil when no segment had expired).
+// deletion in the chain, and returns the record (nil when no segment had expired). A large
+// segment is deleted over several transactions, so writes go on meanwhile; Retain returns when
+// all of it is gone.
 func (l *Log) Retain(ctx context.Context, cutoff time.Time) (*RetentionRecord, error) {
-	r := &request{kind: kindRetention, args: []any{cutoff}, done: make(chan error, 1)}
-	if err := l.submit(ctx, r); err != nil {
-		return nil, fmt.Errorf("apply retention to decision log: %w", err)
+	var rec *RetentionRecord
+	for {
+		r := &request{kind: kindRetention, args: []any{cutoff}, done: make(chan error, 1)}
+		if err := l.submit(ctx, r); err != nil {
+			return rec, fmt.Errorf("apply retention to decision log: %w", err)
+		}
+		res, _ := r.out.(retentionResult)
+		if res.rec != nil {
+			rec = res.rec
+		}
+		if !res.more {
+			return rec, nil
+		}
 	}
-	rec, _ := r.out.(*RetentionRecord)
-	return rec, nil
 }
 
-// maintain is the maintainer goroutine: every CheckpointEvery it queues a checkpoint and, with a
-// RetentionPeriod, a retention pass. A full queue skips a round; the next one catches up.
+// maintain is the maintainer goroutine: every CheckpointEvery it checkpoints and, with a
+// RetentionPeriod, applies it. A failure (a full queue, say) is counted in
+// Stats.MaintenanceFailures; the next round catches up.
 func (l *Log) maintain() {
 	defer close(l.maintDone)
 	if l.cfg.checkpointEvery == 0 {
-		<-l.maintStop
+		<-l.maintCtx.Done()
 		return
 	}
 	tick := time.NewTicker(l.cfg.checkpointEvery)
 	defer tick.Stop()
 	for {
 		select {
-		case <-l.maintStop:
+		case <-l.maintCtx.Done():
 			return
 		case <-tick.C:
 		}
-		_ = l.enqueue(&request{kind: kindCheckpoint})
-		if l.cfg.retention > 0 {
-			_ = l.enqueue(&request{kind: kindRetention, args: []any{l.cfg.clock().Add(-l.cfg.retention)}})
+		_, err := l.Checkpoint(l.maintCtx)
+		if err == nil && l.cfg.retention > 0 {
+			_, err = l.Retain(l.maintCtx, l.cfg.clock().Add(-l.cfg.retention))
+		}
+		if err != nil && l.maintCtx.Err() == nil {
+			l.maintFailed.Add(1)
 		}
 	}
 }
 
 // Stats returns the write counters.
 func (l *Log) Stats() Stats {
-	return Stats{Written: l.written.Load(), Failed: l.failed.Load(), Rejected: l.rejected.Load(), Queued: l.pending.Load()}
+	return Stats{Written: l.written.Load(), Failed: l.failed.Load(), Rejected: l.rejected.Load(), Queued: l.pending.Load(),
+		MaintenanceFailures: l.maintFailed.Load()}
 }
 
 // Query reads the log (see Reader.Query).
@@ -556,7 +577,7 @@ func (l *Log) Close() error {
 	l.queue <- final
 	close(l.queue)
 	l.mu.Unlock()
-	close(l.maintStop)
+	l.maintStop()
 	<-l.maintDone
 	<-l.done
 	close(l.ckptStop)
@@ -863,11 +884,23 @@ func (w *writer) checkpoint(ctx context.Context, h *head, r *request) error {
 	return nil
 }
 
-// retain deletes every entry up to the newest checkpoint taken before r's cutoff (whole
-// segments), then appends a retention record that lets the rest verify; r.out receives the
-// *RetentionRecord (nil when nothing had expired).
+// defaultRetentionChunk bounds the rows of each table one retention pass deletes, so that a
+// large expired segment is deleted over several transactions and writes go on between them.
+const defaultRetentionChunk = 2000
+
+// retentionResult is what one retention pass did.
+type retentionResult struct {
+	rec  *RetentionRecord // the record it appended; nil when no new segment had expired
+	more bool             // rows below the floor remain to be deleted
+}
+
+// retain records, for the newest checkpoint taken before r's cutoff, that every entry up to it
+// is deleted (a retention record in the chain: the first position kept and the hash before it,
+// so the rest still verifies), raises the partition's floor to match, and deletes up to
+// retentionChunk rows of each table below the floor. r.out receives a retentionResult.
 func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 	cutoff := r.args[0].(time.Time)
+	res := retentionResult{}
 	var (
 		cpPos, cpTS int64
 		cpHash      []byte
@@ -876,40 +909,49 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 	ORDER BY pos DESC LIMIT 1`), w.cfg.partition, cutoff.UnixNano(), h.floor).Scan(&cpPos, &cpHash, &cpTS)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		return nil
 	case err != nil:
 		return fmt.Errorf("retention: %w", err)
-	}
-	rec := &RetentionRecord{Below: cpPos + 1, PrevHash: hex.EncodeToString(cpHash), Cutoff: cutoff.UTC(), Checkpoint: time.Unix(0, cpTS).UTC()}
-	h.floor = rec.Below
-	// The triggers allow deleting below the floor recorded in chain_heads only.
-	if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
-		return fmt.Errorf("retention: %w", err)
-	}
-	for _, t := range []struct {
-		table string
-		n     *int64
-	}{{"events", &rec.Events}, {"completions", &rec.Completions}, {"markers", &rec.Markers}} {
-		res, err := w.conn.ExecContext(ctx, w.d.q("DELETE FROM "+t.table+" WHERE part = ? AND pos < ?"), w.cfg.partition, rec.Below)
-		if err != nil {
-			return fmt.Errorf("retention: delete from %s: %w", t.table, err)
+	default:
+		rec := &RetentionRecord{Below: cpPos + 1, PrevHash: hex.EncodeToString(cpHash), Cutoff: cutoff.UTC(), Checkpoint: time.Unix(0, cpTS).UTC()}
+		for _, t := range []struct {
+			table string
+			n     *int64
+		}{{"events", &rec.Events}, {"completions", &rec.Completions}, {"markers", &rec.Markers}} {
+			if err := w.conn.QueryRowContext(ctx, w.d.q("SELECT count(*) FROM "+t.table+" WHERE part = ? AND pos >= ? AND pos < ?"),
+				w.cfg.partition, h.floor, rec.Below).Scan(t.n); err != nil {
+				return fmt.Errorf("retention: count %s: %w", t.table, err)
+			}
 		}
-		if *t.n, err = res.RowsAffected(); err != nil {
+		body, err := encodeJSON(rec)
+		if err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
+		pos, ts := h.pos+1, w.cfg.clock().UnixNano()
+		hash := chainHash(h.hash, markerEntry(w.cfg.partition, pos, KindRetention, ts, string(body)))
+		if _, err := w.conn.ExecContext(ctx, w.d.q("INSERT INTO markers (part, pos, kind, ts, body, hash) VALUES (?,?,?,?,?,?)"),
+			w.cfg.partition, pos, KindRetention, ts, string(body), hash); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		h.pos, h.hash, h.floor = pos, hash, rec.Below
+		// The triggers allow deleting below the floor recorded in chain_heads only.
+		if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		}
+		res.rec = rec
 	}
-	body, err := encodeJSON(rec)
-	if err != nil {
-		return fmt.Errorf("retention: %w", err)
+	for _, table := range []string{"events", "completions", "markers"} {
+		del, err := w.conn.ExecContext(ctx, w.d.q("DELETE FROM "+table+" WHERE part = ? AND pos IN (SELECT pos FROM "+table+
+			" WHERE part = ? AND pos < ? ORDER BY pos LIMIT ?)"), w.cfg.partition, w.cfg.partition, h.floor, w.cfg.retentionChunk)
+		if err != nil {
+			return fmt.Errorf("retention: delete from %s: %w", table, err)
+		}
+		if n, err := del.RowsAffected(); err != nil {
+			return fmt.Errorf("retention: %w", err)
+		} else if n == int64(w.cfg.retentionChunk) {
+			res.more = true
+		}
 	}
-	pos, ts := h.pos+1, w.cfg.clock().UnixNano()
-	hash := chainHash(h.hash, markerEntry(w.cfg.partition, pos, KindRetention, ts, string(body)))
-	if _, err := w.conn.ExecContext(ctx, w.d.q("INSERT INTO markers (part, pos, kind, ts, body, hash) VALUES (?,?,?,?,?,?)"),
-		w.cfg.partition, pos, KindRetention, ts, string(body), hash); err != nil {
-		return fmt.Errorf("retention: %w", err)
-	}
-	h.pos, h.hash = pos, hash
-	r.out = rec
+	r.out = res
 	return nil
 }
 

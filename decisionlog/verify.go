@@ -123,21 +123,21 @@ func partitions(ctx context.Context, tx *sql.Tx) ([]string, error) {
 	return out, rows.Err()
 }
 
-// chainSelect streams a partition's entries in chain order, each table's rows in the same
+// chainSelect streams a partition's entries from a position on, in chain order, each table's rows in the same
 // column shape: pos, kind (0 event, 1 completion, 2 marker), key (decision_id or marker kind),
 // ts, body (event document or marker body), hash, seq, the completion's columns, and the event's
 // query columns.
 const chainSelect = `SELECT pos, 0, decision_id, ts, event, hash, seq, NULL, NULL, NULL, NULL, NULL, NULL,
 	revision, point, principal, agent, action, tool, tool_name, access, risk, outcome, latency_ns, trace_id
-FROM events WHERE part = ?1
+FROM events WHERE part = ?1 AND pos >= ?2
 UNION ALL
 SELECT pos, 1, decision_id, ts, NULL, hash, NULL, status, latency_ns, response, error, tokens_input, tokens_output,
 	NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM completions WHERE part = ?1
+FROM completions WHERE part = ?1 AND pos >= ?2
 UNION ALL
 SELECT pos, 2, kind, ts, body, hash, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
 	NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
-FROM markers WHERE part = ?1
+FROM markers WHERE part = ?1 AND pos >= ?2
 ORDER BY 1`
 
 func verifyPartition(ctx context.Context, tx *sql.Tx, d *dialect, part string, opts *VerifyOptions) (*PartitionReport, error) {
@@ -199,7 +199,8 @@ func verifyPartition(ctx context.Context, tx *sql.Tx, d *dialect, part string, o
 		next++
 	}
 
-	rows, err = tx.QueryContext(ctx, d.q(chainSelect), part)
+	// Rows below the first position kept are being deleted by retention (in chunks).
+	rows, err = tx.QueryContext(ctx, d.q(chainSelect), part, pr.First)
 	if err != nil {
 		return nil, err
 	}
