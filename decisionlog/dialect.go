@@ -20,6 +20,9 @@ type dialect struct {
 	groupMember, argumentsContain string
 	// verifyTx reads Verify's statements from one snapshot.
 	verifyTx sql.TxOptions
+	// multiRow writes a run of events (or completions) with multi-row statements (appendRun)
+	// instead of one statement each: a round trip to the server costs more than the row.
+	multiRow bool
 }
 
 var sqliteDialect = &dialect{
@@ -42,6 +45,7 @@ var postgresDialect = &dialect{
 	groupMember:      "(e.principal = ? OR (e.event::jsonb -> 'groups') @> jsonb_build_array(?::text))",
 	argumentsContain: "strpos((e.event::jsonb -> 'input' -> 'arguments')::text, ?) > 0",
 	verifyTx:         sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+	multiRow:         true,
 }
 
 // q rewrites a statement's placeholders for the dialect: for PostgreSQL, ? becomes $1, $2, …

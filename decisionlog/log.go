@@ -792,7 +792,22 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 		return rollback(fmt.Errorf("read the chain head: %w", err))
 	}
 	start := h.pos
-	for _, r := range batch {
+	for i := 0; i < len(batch); i++ {
+		r := batch[i]
+		if w.d.multiRow && (r.kind == kindEvent || r.kind == kindCompletion) {
+			// A run of writes of one kind goes in a few statements (a round trip each).
+			j := i + 1
+			for j < len(batch) && batch[j].kind == r.kind {
+				j++
+			}
+			refused, err := w.appendRun(ctx, &h, batch[i:j])
+			if err != nil {
+				return rollback(err)
+			}
+			errs = append(errs, refused...)
+			i = j - 1
+			continue
+		}
 		var err error
 		switch r.kind {
 		case kindEvent:
