@@ -26,7 +26,7 @@ FUZZTIME     ?= 30s
 BENCH        ?= .
 BENCHCOUNT   ?= 6
 
-.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool postgres clean help
+.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool postgres chromium clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -65,7 +65,16 @@ postgres: ## install PostgreSQL (apt-get) for the database tests, unless it is t
 	echo "installing postgresql: $${sudo:+sudo }apt-get install -y --no-install-recommends postgresql"; \
 	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql
 
-test: node-tools opa-tool postgres vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
+# Chromium for the web UI's browser test (audithttp/ui_test.go, headless): Debian's chromium
+# package, installed only when /usr/bin/chromium is missing.
+chromium: ## install Chromium (apt-get) for the UI's browser test, unless it is there
+	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \
+	command -v apt-get >/dev/null || { echo "Chromium is missing: install it (/usr/bin/chromium) with your package manager, or set LUSH_CHROMIUM"; exit 1; }; \
+	sudo=; if [ "$$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then sudo=sudo; fi; \
+	echo "installing chromium: $${sudo:+sudo }apt-get install -y --no-install-recommends chromium"; \
+	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends chromium
+
+test: node-tools opa-tool postgres chromium vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) mod tidy -diff
 

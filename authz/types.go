@@ -20,11 +20,12 @@ const (
 	ActionAgentInvoke   = "agent/invoke"
 	ActionLoopTrigger   = "loop/trigger"
 	ActionLoopRead      = "loop/read"
+	ActionAuditRead     = "audit/read" // reading the decision log (the audit API)
 )
 
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
-	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead}
+	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.

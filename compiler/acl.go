@@ -74,10 +74,28 @@ func (b *build) checkACL() {
 	}
 	b.checkGrants(check)
 	b.checkCredentials(check)
+	b.checkRoles(check)
 	for _, sa := range b.cfg.ServiceAccounts {
 		if !used[sa.Name.Value] {
 			b.l.WarnHint(sa.Name.Pos, "unused-service-account", "use it as a loop's run_as, in an acl or a grant, or remove it",
 				"service account %q is declared but never used", sa.Name.Value)
+		}
+	}
+}
+
+// checkRoles checks the principals of lush.yaml roles: (the role names were checked when
+// parsing) and warns about a principal listed twice under one role.
+func (b *build) checkRoles(check func(spec.Scalar[string], string) (principal.Principal, bool)) {
+	for _, r := range b.cfg.Roles {
+		seen := map[string]diag.Pos{}
+		for _, p := range r.Principals {
+			if first, dup := seen[p.Value]; dup {
+				b.l.WarnHint(p.Pos, "duplicate-role-member", fmt.Sprintf("remove it; the first is at line %d", first.Line),
+					"%s is listed twice under roles.%s", p.Value, r.Name.Value)
+				continue
+			}
+			seen[p.Value] = p.Pos
+			check(p, "roles."+r.Name.Value)
 		}
 	}
 }

@@ -190,9 +190,27 @@ func (b *build) manifest() *manifest.Manifest {
 		m.Inputs = append(m.Inputs, manifest.Input{Path: in.Path, Digest: in.Digest})
 	}
 	m.InputHash = inputHash(m.Inputs)
+	m.Roles = b.roles()
 	m.ServiceAccounts, m.Agents, m.Loops, m.Tools = nonNil(m.ServiceAccounts), nonNil(m.Agents), nonNil(m.Loops), nonNil(m.Tools)
 	m.Grants, m.Credentials, m.Skills, m.Policies = nonNil(m.Grants), nonNil(m.Credentials), nonNil(m.Skills), nonNil(m.Policies)
 	return m
+}
+
+// roles returns lush.yaml roles: for the manifest, each role's principals sorted and unique;
+// nil when lush.yaml has no roles: (so the manifests of projects without roles do not change).
+func (b *build) roles() map[string][]string {
+	if len(b.cfg.Roles) == 0 {
+		return nil
+	}
+	out := map[string][]string{}
+	for _, r := range b.cfg.Roles {
+		var ps []string
+		for _, p := range r.Principals {
+			ps = append(ps, p.Value)
+		}
+		out[r.Name.Value] = nonNil(sortedUnique(ps))
+	}
+	return out
 }
 
 // nonNil makes an empty list encode as [] rather than null, for consumers in other languages.
@@ -324,6 +342,14 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 	for _, sa := range m.ServiceAccounts {
 		sas[sa.Name] = true
 	}
+	roles := map[string]any{}
+	for role, ps := range m.Roles {
+		holders := map[string]any{}
+		for _, p := range ps {
+			holders[p] = true
+		}
+		roles[role] = holders
+	}
 	return map[string]any{BundleRoot: map[string]any{"project": map[string]any{
 		"name":             m.Project,
 		"settings":         map[string]any{"max_depth": m.Authorization.MaxCallDepth, "approval_risks": m.Authorization.ApprovalRequiredFor},
@@ -332,6 +358,7 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 		"loops":            loops,
 		"grants":           grants,
 		"classes":          classes,
+		"roles":            roles,
 	}}}
 }
 

@@ -37,6 +37,9 @@ type Manifest struct {
 	Credentials     []Credential     `json:"credentials"`
 	Skills          []Skill          `json:"skills"`
 	Policies        []string         `json:"policies"` // the project's Rego files in the bundle
+	// Roles are lush.yaml roles: project role (audit, approve) -> the principals that hold it,
+	// sorted. Omitted when lush.yaml has no roles:, so such manifests keep their hash.
+	Roles map[string][]string `json:"roles,omitempty"`
 }
 
 // Input is a file the build read, with the digest of its content.

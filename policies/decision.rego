@@ -101,6 +101,7 @@ required_rules := {
 	"agent/invoke": {"lush.acl.agent_execute"},
 	"loop/trigger": {"lush.acl.loop_execute"},
 	"loop/read": {"lush.acl.loop_read"},
+	"audit/read": {"lush.role.audit"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the

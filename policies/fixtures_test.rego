@@ -69,6 +69,10 @@ project := {
 		"tools/unclassified": {"group:engineering": [{"access": "read"}], "user:carol": [{"access": "write"}]},
 		"lush://writer": {"serviceaccount:orchestrator": [{"access": "read"}]},
 	},
+	"roles": {
+		"audit": {"group:auditors": true, "user:erin": true, "user:mallory": "yes"},
+		"approve": {"group:security": true},
+	},
 	"classes": {
 		fs: {
 			"tools": {
@@ -112,6 +116,11 @@ write_call := {
 	"arguments": {"path": "/data/x", "content": "secret-argument-value"},
 	"environment": "dev",
 }
+
+# zoe: an auditor through her group.
+zoe := {"id": "user:zoe", "groups": ["group:auditors"]}
+
+audit_read(principal) := {"action": "audit/read", "principal": principal}
 
 loop_call(action, loop, principal) := {"action": action, "loop": loop, "principal": principal}
 

@@ -1,9 +1,10 @@
 # METADATA
 # title: Lush base authorization library
 # description: |
-#   Decides every MCP tool call, agent-to-agent call and loop access through one
-#   query, data.lush.authz.decision, over the input document and the compiled
-#   project (data.lush.project). This file reads and validates the input.
+#   Decides every MCP tool call, agent-to-agent call, loop access and read of
+#   the decision log through one query, data.lush.authz.decision, over the input
+#   document and the compiled project (data.lush.project). This file reads and
+#   validates the input.
 # scope: package
 package lush.authz
 
@@ -31,10 +32,10 @@ loop_actions := {"loop/trigger", "loop/read"}
 
 known_actions := {
 	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get",
-	"agent/invoke", "loop/trigger", "loop/read",
+	"agent/invoke", "loop/trigger", "loop/read", "audit/read",
 }
 
-known_action_list := "agent/invoke, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
+known_action_list := "agent/invoke, audit/read, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
 
 # The fields of the input, each defined only when present and well formed.
 
@@ -222,6 +223,12 @@ input_ok if {
 	principal_id
 	groups_ok
 	loop_name
+}
+
+input_ok if {
+	input.action == "audit/read"
+	principal_id
+	groups_ok
 }
 
 # Well-formedness problems, one message per field. Values are never echoed.

@@ -12,6 +12,7 @@ valid_inputs := {
 	"agent/invoke": {"action": "agent/invoke", "principal": alice, "agent": "researcher", "chain": ["orchestrator"], "depth": 1},
 	"loop/trigger": loop_call("loop/trigger", "daily-digest", {"id": "user:olga", "groups": ["group:ops"]}),
 	"loop/read": loop_call("loop/read", "daily-digest", alice),
+	"audit/read": audit_read(zoe),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -109,14 +110,14 @@ test_action_problems[note] if {
 
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
-		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, loop/read, loop/trigger, ",
+		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, audit/read, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
-		"input.action must be a string, one of: agent/invoke, loop/read, loop/trigger, ",
+		"input.action must be a string, one of: agent/invoke, audit/read, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }
@@ -194,7 +195,7 @@ test_depth_is_max_of_depth_and_chain[note] if {
 # input_ok (the fast path) and input_problems (the explanation) must agree on
 # every input: each valid input with each field replaced by each sample value.
 field_samples := {
-	"action": ["tools/call", "loop/read", "nope", 5, null, "<absent>"],
+	"action": ["tools/call", "loop/read", "audit/read", "nope", 5, null, "<absent>"],
 	"principal": [
 		{"id": "user:a"}, {"id": "x"}, {"id": "user:a", "groups": "g"}, {"id": "user:a", "groups": ["group:x", 1]},
 		{"id": "user:a", "groups": null}, {"id": "user:a", "groups": ["group:"]}, "p", null, "<absent>",

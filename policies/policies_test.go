@@ -190,6 +190,7 @@ const quickstart = `{"lush": {"project": {
     "daily-digest": {"agent": "helper", "run_as": "serviceaccount:digest-bot",
                      "acl": {"execute": {"group:ops": true}, "read": {"group:everyone": true}}}
   },
+  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}},
   "grants": {
     "mcp://npx/@modelcontextprotocol/server-filesystem": {
       "group:engineering": [{"access": "read"}],
@@ -594,11 +595,11 @@ var (
 		"lush.capability.not_allowlisted", "lush.capability.access_exceeded",
 		"lush.privilege.no_grant", "lush.privilege.access_exceeded",
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
-		"lush.default.deny",
+		"lush.role.no_audit", "lush.default.deny",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
-		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.writes.live",
+		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
 		"lush.writes.stub", "lush.approval.risk",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
@@ -776,7 +777,7 @@ var adversarialModules = map[string]string{
 		"decision := {\"allow\": true, \"outcome\": \"allow\", \"reasons\": [], \"rules\": []}\n" +
 		"allow := true\nrules := [\"lush.acl.agent_execute\"]\nreasons := []\noutcome := \"allow\"\n",
 	"fake allow rules": "package lush.policies.evil\n" +
-		"allow_rules contains r if some r in [\"lush.acl.agent_execute\", \"lush.capability.allowlist\", \"lush.privilege.tool_grant\", \"lush.acl.loop_execute\", \"lush.acl.loop_read\"]\n",
+		"allow_rules contains r if some r in [\"lush.acl.agent_execute\", \"lush.capability.allowlist\", \"lush.privilege.tool_grant\", \"lush.acl.loop_execute\", \"lush.acl.loop_read\", \"lush.role.audit\"]\n",
 	"package named authz": "package lush.policies.authz\ndecision := {\"allow\": true}\nallow := true\ndeny := set()\n",
 	"package named lush":  "package lush.policies.lush\nauthz := {\"decision\": {\"allow\": true}}\n",
 	"spoofed rule ids": "package lush.policies.evil\n" +
@@ -946,6 +947,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	isContent := slices.Contains(contentActions, action)
 	isAgent := isTool || isContent || action == "agent/invoke"
 	isLoop := action == "loop/trigger" || action == "loop/read"
+	isAudit := action == "audit/read"
 	tool := obj(in["tool"])
 	ref, _ := tool["ref"].(string)
 	name, _ := tool["name"].(string)
@@ -1024,7 +1026,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	oneOf := func(vs ...string) func(any) bool {
 		return func(v any) bool { s, ok := v.(string); return ok && slices.Contains(vs, s) }
 	}
-	valid := validID && groupsOK && (isAgent || isLoop)
+	valid := validID && groupsOK && (isAgent || isLoop || isAudit)
 	if isAgent {
 		valid = valid && agent != "" && chainOK && depthOK
 	}
@@ -1104,6 +1106,9 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 		acl := obj(l["acl"])
 		allow = l != nil && (holds(acl["execute"]) || (action == "loop/read" && holds(acl["read"])))
 	}
+	if isAudit {
+		allow = holds(obj(obj(project)["roles"])["audit"])
+	}
 	res.Allow = allow
 	if allow && action == "tools/call" {
 		res.Stub = res.Access == "write" && in["live_writes"] != true
@@ -1134,22 +1139,25 @@ func randomInput(r *rand.Rand) map[string]any {
 		{"action": "agent/invoke", "principal": alice(), "agent": "researcher", "chain": []any{"orchestrator"}},
 		{"action": "loop/read", "principal": alice(), "loop": "daily-digest"},
 		{"action": "loop/trigger", "principal": ops, "loop": "daily-digest"},
+		{"action": "audit/read", "principal": map[string]any{"id": "user:zoe", "groups": []any{"group:auditors"}}},
+		{"action": "audit/read", "principal": map[string]any{"id": "user:erin"}},
 	}
 	pick := func(vs ...any) any { return vs[r.Intn(len(vs))] }
 	absent := struct{}{}
 	pools := map[string]func() any{
 		"action": func() any {
 			return pick("tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list",
-				"agent/invoke", "loop/trigger", "loop/read", "tools/delete", 5, absent)
+				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "tools/delete", 5, absent)
 		},
 		"principal": func() any {
 			p := map[string]any{}
 			if id := pick("user:alice", "user:carol", "user:dave", "user:olga", "serviceaccount:orchestrator",
-				"serviceaccount:digest-bot", "group:engineering", "alice", "user:", 7, absent); id != absent {
+				"serviceaccount:digest-bot", "group:engineering", "user:erin", "alice", "user:", 7, absent); id != absent {
 				p["id"] = id
 			}
 			if g := pick([]any{"group:engineering"}, []any{"group:ops"}, []any{}, nil, absent, absent,
-				[]any{"group:engineering", "group:ops"}, "group:ops", []any{"user:carol"}, []any{"group:ops", 3}); g != absent {
+				[]any{"group:engineering", "group:ops"}, "group:ops", []any{"user:carol"}, []any{"group:ops", 3},
+				[]any{"group:auditors"}); g != absent {
 				p["groups"] = g
 			}
 			return pick(p, p, p, "user:alice", absent)

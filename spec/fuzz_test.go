@@ -58,6 +58,7 @@ func FuzzParseProjectConfig(f *testing.F) {
 	f.Add([]byte(goodProject))
 	f.Add([]byte("project: p\ntool_classes:\n  mcp://npx/x: {\"*\": {risk: network}}\n"))
 	f.Add([]byte("project: p\nmcp_credentials:\n  mcp://npx/x:\n    user:a: {type: env, env: [A]}\n"))
+	f.Add([]byte("project: p\nroles:\n  audit: [group:auditors, user:carol]\n  approve: &a [group:security]\n  auditt: *a\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var l diag.List
 		p := ParseProjectConfig("lush.yaml", data, &l)

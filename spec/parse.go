@@ -3,6 +3,7 @@ package spec
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,7 +26,7 @@ var (
 	classFields      = []string{"access", "risk"}
 	aclFields        = []string{"principal", "role"}
 	loopFields       = []string{"name", "schedule", "agent", "run_as", "instruction", "acl", "concurrency", "overlap", "timeout", "catch_up", "phase"}
-	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization"}
+	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization", "roles"}
 	serviceAcctField = []string{"name", "description"}
 	serverFields     = []string{"url", "transport", "args", "env", "timeout"}
 	toolGrantFields  = []string{"tool", "grants"}
@@ -470,12 +471,43 @@ func ParseProjectConfig(file string, data []byte, l *diag.List) *ProjectConfig {
 					})
 				}
 			})
+		case "roles":
+			p.Roles = d.roles(v)
 		}
 	})
 	if !ok {
 		return nil
 	}
 	return p
+}
+
+// roles decodes lush.yaml roles: a mapping from a project role to the list of principals that
+// hold it, such as audit: [group:auditors, user:carol].
+func (d *decoder) roles(n *yaml.Node) []Role {
+	ps, ok := d.pairs(n, "roles")
+	if !ok {
+		return nil
+	}
+	var out []Role
+	for _, p := range ps {
+		name := Scalar[string]{Value: p.key, Pos: d.at(p.k)}
+		if !slices.Contains(ProjectRoles, p.key) {
+			hint := "the roles are " + strings.Join(ProjectRoles, " and ")
+			if c := diag.DidYouMean(p.key, ProjectRoles); c != "" {
+				hint = c + " (" + hint + ")"
+			}
+			d.l.ErrorHint(name.Pos, "unknown-role", hint, "unknown role %q in roles", p.key)
+			continue
+		}
+		what := "roles." + p.key
+		if v := d.resolve(p.v); v != nil && v.Kind == yaml.ScalarNode && v.Tag == "!!str" {
+			d.l.ErrorHint(d.at(v), "wrong-type", fmt.Sprintf("write a list of principals: %s: [%s]", p.key, v.Value),
+				"%s must be a list of principals, not a string", what)
+			continue
+		}
+		out = append(out, Role{Name: name, Principals: d.strs(p.v, what)})
+	}
+	return out
 }
 
 func (d *decoder) serviceAccount(n *yaml.Node) (ServiceAccount, bool) {

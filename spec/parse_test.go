@@ -377,6 +377,16 @@ func TestParseProjectConfigErrors(t *testing.T) {
 		{"depth", "project: p\nauthorization:\n  max_call_depth: 0\n", "max_call_depth must be a whole number from 1 to 64"},
 		{"grant missing", "project: p\ntool_grants:\n  - tool: lush://a\n    grants:\n      - principal: user:a\n", `grant is missing required field "access"`},
 		{"no project", "models: []\n", `lush.yaml is missing required field "project"`},
+		{"unknown role", "project: p\nroles:\n  auditor: [user:a]\n",
+			`3:3 error unknown-role: unknown role "auditor" in roles (did you mean "audit"? (the roles are audit and approve))`},
+		{"unknown role without suggestion", "project: p\nroles:\n  admin: [user:a]\n",
+			`3:3 error unknown-role: unknown role "admin" in roles (the roles are audit and approve)`},
+		{"role as a string", "project: p\nroles:\n  audit: group:auditors\n",
+			`3:10 error wrong-type: roles.audit must be a list of principals, not a string (write a list of principals: audit: [group:auditors])`},
+		{"role as a mapping", "project: p\nroles:\n  audit: {user:a: true}\n", `3:10 error wrong-type: roles.audit must be a list, not a mapping`},
+		{"roles as a list", "project: p\nroles: [audit]\n", `2:8 error wrong-type: roles must be a mapping, not a list`},
+		{"role principal not a string", "project: p\nroles:\n  audit: [1]\n", `3:11 error wrong-type: each item of roles.audit must be a string, not a number`},
+		{"role twice", "project: p\nroles:\n  audit: [user:a]\n  audit: [user:b]\n", `4:3 error duplicate-key: "audit" is set twice in roles`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -386,6 +396,30 @@ func TestParseProjectConfigErrors(t *testing.T) {
 				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestParseProjectRoles(t *testing.T) {
+	src := "project: p\nroles:\n  audit: [group:auditors, user:carol]\n  approve:\n    - group:security\n  # nobody yet\n"
+	var l diag.List
+	p := ParseProjectConfig("lush.yaml", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	got := map[string][]string{}
+	for _, r := range p.Roles {
+		for _, pr := range r.Principals {
+			got[r.Name.Value] = append(got[r.Name.Value], pr.Value)
+		}
+	}
+	if fmt.Sprint(got) != "map[approve:[group:security] audit:[group:auditors user:carol]]" {
+		t.Errorf("roles = %v", got)
+	}
+	if pos := p.Roles[0].Principals[1].Pos; pos != (diag.Pos{File: "lush.yaml", Line: 3, Col: 27}) {
+		t.Errorf("position of user:carol = %v", pos)
+	}
+	if pos := p.Roles[1].Name.Pos; pos != (diag.Pos{File: "lush.yaml", Line: 4, Col: 3}) {
+		t.Errorf("position of approve = %v", pos)
 	}
 }
 

@@ -38,6 +38,11 @@ var (
 	LoopRoles  = []string{"execute", "read"}
 )
 
+// ProjectRoles are the roles lush.yaml roles: can give principals across the whole project:
+// audit reads the decision log (GET /audit/decisions, the web UI at /ui); approve decides
+// approvals.
+var ProjectRoles = []string{"audit", "approve"}
+
 // OverlapModes are what happens to a loop firing that is due while the loop's concurrency limit
 // of firings is already running: skip it, or queue it until one finishes.
 var OverlapModes = []string{"skip", "queue"}
@@ -126,6 +131,14 @@ type ProjectConfig struct {
 	ToolGrants      []ToolGrant
 	Credentials     []Credential
 	Authorization   Authorization
+	Roles           []Role // roles: project roles and the principals that hold them, in file order
+}
+
+// Role is one entry of lush.yaml roles: a project role (one of ProjectRoles) and the principals
+// that hold it. The principals are checked by the compiler, as ACL principals are.
+type Role struct {
+	Name       Scalar[string]
+	Principals []Scalar[string]
 }
 
 // ServiceAccount declares a non-human identity.

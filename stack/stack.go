@@ -9,6 +9,8 @@
 //	/agents                      agentd: the agents the caller may invoke
 //	/loops, /loops/<name>/...    the scheduler: loops, their history, manual triggers
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
+//	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
+//	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
 //	/health, /metrics            health and Prometheus metrics
 //
 // agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
@@ -24,14 +26,18 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lush-agents/lush/agentd"
 	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/audithttp"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/manifest"
@@ -105,8 +111,8 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			s.close()
 		}
 	}()
-	if s.log, err = decisionlog.Open(ctx, gcfg.DecisionLog); err != nil {
-		return nil, fmt.Errorf("open decision log: %w", err)
+	if s.log, err = gateway.OpenDecisionLog(ctx, gcfg, filepath.Join(cfg.ProjectDir, ".lush")); err != nil {
+		return nil, err
 	}
 	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
 		return nil, err
@@ -134,7 +140,17 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			return nil, err
 		}
 	}
+	// The audit API decides audit/read with the same policy engine as everything else, and logs
+	// those decisions in the same log it serves.
+	instance, _ := os.Hostname()
+	auditor := enforce.New(enforce.Config{Point: audithttp.Point, Environment: gcfg.Environment, Instance: instance,
+		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
+	audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: auditor, Auth: s.auth, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	onDeploy := func(m *manifest.Manifest, hash string, eng *authz.Engine) {
+		auditor.SetEngine(eng)
 		s.Agents.Deploy(m, hash, eng)
 		if s.Scheduler != nil {
 			s.Scheduler.Deploy(m, hash, eng)
@@ -159,6 +175,10 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		mux.Handle("/traces", s.authenticated(cfg.Traces))
 		mux.Handle("/traces/", s.authenticated(cfg.Traces))
 	}
+	ah := audit.Handler()
+	mux.Handle("/audit/", ah)
+	mux.Handle("/ui", ah)
+	mux.Handle("/ui/", ah)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.srv.Serve(s.ln) }()
 	if s.Scheduler != nil {
