@@ -178,7 +178,7 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	case <-first:
 	}
 	waitUpstreams(ctx, gw, f.upstreamWait, logger)
-	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg, gw.Credentials())
+	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg, gw.Credentials(), dlog.Path())
 	printExtAuthz(cmd.OutOrStdout(), gw)
 	if f.ready != "" {
 		if err := os.WriteFile(f.ready, []byte(ln.Addr().String()), 0o644); err != nil {
@@ -303,7 +303,7 @@ func deployInitial(cmd *cobra.Command, dir string, store *buildstore.Store, f *g
 	return store.Deploy(res.Hash)
 }
 
-func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg gateway.Config, credentials string) {
+func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg gateway.Config, credentials, decisionLog string) {
 	m, _, err := store.Manifest(hash)
 	if err != nil {
 		return
@@ -324,7 +324,7 @@ func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg g
 		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
 	}
 	fmt.Fprintf(w, "  credentials: %s\n", credentials)
-	fmt.Fprintf(w, "  decision log: %s\n", cfg.DecisionLog)
+	fmt.Fprintf(w, "  decision log: %s\n", decisionLog) // without a PostgreSQL URL's password
 }
 
 // printExtAuthz prints where the ext_authz server listens, when it runs.

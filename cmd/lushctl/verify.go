@@ -82,7 +82,7 @@ error, 3 the log cannot be read.`,
 					return err
 				}
 			} else {
-				printVerify(cmd.OutOrStdout(), f.logPath(), rep, len(pins) > 0)
+				printVerify(cmd.OutOrStdout(), r.Path(), rep, len(pins) > 0)
 			}
 			if !rep.OK {
 				return &exitError{code: exitFailed}
@@ -187,6 +187,7 @@ cannot be written.`,
 			if err != nil {
 				return err
 			}
+			where := l.Path() // without a PostgreSQL URL's password
 			rec, err := l.Retain(cmd.Context(), time.Now().Add(-olderThan))
 			if cerr := l.Close(); err == nil {
 				err = cerr
@@ -198,7 +199,7 @@ cannot be written.`,
 				return writeJSON(cmd.OutOrStdout(), map[string]any{"retention": rec})
 			}
 			if rec == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "nothing to delete: no segment of %s closed before %s\n", path, time.Now().Add(-olderThan).Format(time.RFC3339))
+				fmt.Fprintf(cmd.OutOrStdout(), "nothing to delete: no segment of %s closed before %s\n", where, time.Now().Add(-olderThan).Format(time.RFC3339))
 				return nil
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deleted %d events, %d completions, %d retention records (positions below %d); recorded in the chain\n",

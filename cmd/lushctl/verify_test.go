@@ -5,12 +5,14 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/internal/pgtest"
 )
 
 // chainedLog writes five decisions to a log whose checkpoints are signed with a key beside it.
@@ -96,5 +98,53 @@ func TestAuditRetain(t *testing.T) {
 	}
 	if r := lushctl(t, "", "audit", "retain", "--log", logPath); r.code != exitUsage {
 		t.Errorf("no --older-than: %d", r.code)
+	}
+}
+
+// TestAuditOnPostgres: the audit commands read a PostgreSQL log given as a URL, and never print
+// the URL's password.
+func TestAuditOnPostgres(t *testing.T) {
+	ctx := context.Background()
+	cluster := pgtest.Start(t)
+	u, err := url.Parse(cluster.CreateDatabase(t, "audit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("postgres", "hunter2-secret") // the cluster trusts loopback: any password works
+	dsn := u.String()
+	l, err := decisionlog.Open(ctx, dsn, decisionlog.Partition("gw-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		e := &decisionlog.Event{DecisionID: fmt.Sprintf("pg-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: decisionlog.OutcomeDeny}
+		if err := l.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"audit", "verify", "--log", dsn}, "partition gw-1: positions 1..3: 3 events"},
+		{[]string{"audit", "query", "--log", dsn, "--outcome", "deny"}, "pg-2"},
+		{[]string{"audit", "verify", "--log", dsn, "--partition", "nope"}, ""},
+	} {
+		r := lushctl(t, "", tc.args...)
+		if strings.Contains(r.stdout+r.stderr, "hunter2") {
+			t.Errorf("%v printed the password:\n%s%s", tc.args[:2], r.stdout, r.stderr)
+		}
+		if tc.want == "" {
+			if r.code == 0 {
+				t.Errorf("%v: exit 0", tc.args)
+			}
+			continue
+		}
+		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
+			t.Errorf("%v: %d %s %s", tc.args[:2], r.code, r.stdout, r.stderr)
+		}
 	}
 }
