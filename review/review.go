@@ -21,9 +21,11 @@ import (
 // server's default class).
 const AnyOtherTool = "*"
 
-// Row is one thing a subject can do: call Tool (Name, for an MCP server) through Agent.
+// Row is one thing a subject can do: call Tool (Name, for an MCP server) through Agent, or, for
+// a project role, an Action of its own (audit/read: read the decision log).
 type Row struct {
 	Subject   string   `json:"subject"` // user:, group: or serviceaccount:
+	Action    string   `json:"action,omitempty"` // a project role's action; empty for tool rows
 	Agent     string   `json:"agent"`
 	Tool      string   `json:"tool"`
 	Name      string   `json:"name,omitempty"`
@@ -41,7 +43,9 @@ type Row struct {
 const Conditional = "conditional"
 
 // key identifies what a row is about, without how.
-func (r Row) key() string { return r.Subject + "\x00" + r.Agent + "\x00" + r.Tool + "\x00" + r.Name }
+func (r Row) key() string {
+	return r.Subject + "\x00" + r.Action + "\x00" + r.Agent + "\x00" + r.Tool + "\x00" + r.Name
+}
 
 // Review is what every subject can do under a build.
 type Review struct {
@@ -84,8 +88,28 @@ func Compute(ctx context.Context, m *manifest.Manifest, eng *authz.Engine) (*Rev
 				}
 			}
 		}
+		// Project roles that the policy turns into actions of their own.
+		in := authz.Input{Action: authz.ActionAuditRead, Principal: authz.Principal{ID: subject, Groups: []string{}}}
+		switch d := eng.Decide(ctx, in); {
+		case d.Outcome == authz.OutcomeError:
+			return nil, fmt.Errorf("review %s for %s: %s", subject, in.Action, d.Error)
+		case d.Allow:
+			rv.Rows = append(rv.Rows, Row{Subject: subject, Action: in.Action, Access: "read", Outcome: d.Outcome, Risk: d.Risk,
+				GrantedBy: roleEntries(m, "audit", match)})
+		}
 	}
 	return rv, nil
+}
+
+// roleEntries are the lush.yaml roles entries of the match set for role.
+func roleEntries(m *manifest.Manifest, role string, match []string) []string {
+	var out []string
+	for _, p := range m.Roles[role] {
+		if slices.Contains(match, p) {
+			out = append(out, fmt.Sprintf("role %s %s", role, p))
+		}
+	}
+	return out
 }
 
 // projectRules are the rules of a denial when every one is a project policy's (not the base
@@ -127,6 +151,11 @@ func subjects(m *manifest.Manifest) []string {
 	}
 	for _, sa := range m.ServiceAccounts {
 		set["serviceaccount:"+sa.Name] = true
+	}
+	for _, ps := range m.Roles {
+		for _, p := range ps {
+			set[p] = true
+		}
 	}
 	delete(set, principal.Everyone)
 	delete(set, "")

@@ -113,3 +113,39 @@ func TestDiff(t *testing.T) {
 		t.Errorf("a build against itself: %v", d)
 	}
 }
+
+// TestAuditRole: who may read the decision log is in the review, decided by the policy, and a
+// change of the audit role shows in the diff.
+func TestAuditRole(t *testing.T) {
+	old := build(t, nil) // roles: audit: [group:security]
+	var auditors []string
+	for _, r := range old.Rows {
+		if r.Action == authz.ActionAuditRead {
+			auditors = append(auditors, r.Subject)
+			if r.Access != "read" || r.Outcome != authz.OutcomeAllow || len(r.GrantedBy) != 1 || r.GrantedBy[0] != "role audit group:security" {
+				t.Errorf("audit row %+v", r)
+			}
+		}
+	}
+	if len(auditors) != 1 || auditors[0] != "group:security" {
+		t.Fatalf("auditors %v", auditors)
+	}
+	changed := build(t, func(dir string) {
+		p := filepath.Join(dir, "lush.yaml")
+		data, _ := os.ReadFile(p)
+		os.WriteFile(p, []byte(strings.Replace(string(data), "audit: [group:security]", "audit: [user:carol]", 1)), 0o644)
+	})
+	var got []string
+	for _, c := range review.Diff(old, changed) {
+		r := c.New
+		if r == nil {
+			r = c.Old
+		}
+		if r.Action == authz.ActionAuditRead {
+			got = append(got, c.Change+" "+r.Subject)
+		}
+	}
+	if strings.Join(got, ",") != "revoked group:security,granted user:carol" {
+		t.Errorf("diff of the audit role: %v", got)
+	}
+}

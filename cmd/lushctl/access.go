@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -142,6 +143,9 @@ func filterSubject(rv *review.Review, subject string) *review.Review {
 }
 
 func rowTool(r review.Row) string {
+	if r.Action == authz.ActionAuditRead {
+		return "the decision log (audit/read)"
+	}
 	if r.Name == "" {
 		return r.Tool
 	}
@@ -164,7 +168,7 @@ func writeReview(w io.Writer, rv *review.Review) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SUBJECT\tAGENT\tTOOL\tACCESS\tOUTCOME\tGRANTED BY")
 	for _, r := range rv.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, r.Agent, rowTool(r), r.Access, r.Outcome, rowWhy(r))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Subject, cmp.Or(r.Agent, "-"), rowTool(r), r.Access, r.Outcome, rowWhy(r))
 	}
 	return tw.Flush()
 }
@@ -175,11 +179,11 @@ func writeChanges(w io.Writer, old, next string, changes []review.Change) error 
 	for _, c := range changes {
 		switch c.Change {
 		case "granted":
-			fmt.Fprintf(tw, "+\t%s\t%s\t%s\t%s %s\t%s\n", c.New.Subject, c.New.Agent, rowTool(*c.New), c.New.Access, c.New.Outcome, rowWhy(*c.New))
+			fmt.Fprintf(tw, "+\t%s\t%s\t%s\t%s %s\t%s\n", c.New.Subject, cmp.Or(c.New.Agent, "-"), rowTool(*c.New), c.New.Access, c.New.Outcome, rowWhy(*c.New))
 		case "revoked":
-			fmt.Fprintf(tw, "-\t%s\t%s\t%s\t%s %s\t%s\n", c.Old.Subject, c.Old.Agent, rowTool(*c.Old), c.Old.Access, c.Old.Outcome, rowWhy(*c.Old))
+			fmt.Fprintf(tw, "-\t%s\t%s\t%s\t%s %s\t%s\n", c.Old.Subject, cmp.Or(c.Old.Agent, "-"), rowTool(*c.Old), c.Old.Access, c.Old.Outcome, rowWhy(*c.Old))
 		default:
-			fmt.Fprintf(tw, "~\t%s\t%s\t%s\t%s %s → %s %s\t%s\n", c.New.Subject, c.New.Agent, rowTool(*c.New), c.Old.Access, c.Old.Outcome,
+			fmt.Fprintf(tw, "~\t%s\t%s\t%s\t%s %s → %s %s\t%s\n", c.New.Subject, cmp.Or(c.New.Agent, "-"), rowTool(*c.New), c.Old.Access, c.Old.Outcome,
 				c.New.Access, c.New.Outcome, rowWhy(*c.New))
 		}
 	}
