@@ -24,7 +24,7 @@ const AnyOtherTool = "*"
 // Row is one thing a subject can do: call Tool (Name, for an MCP server) through Agent, or, for
 // a project role, an Action of its own (audit/read: read the decision log).
 type Row struct {
-	Subject   string   `json:"subject"` // user:, group: or serviceaccount:
+	Subject   string   `json:"subject"`          // user:, group: or serviceaccount:
 	Action    string   `json:"action,omitempty"` // a project role's action; empty for tool rows
 	Agent     string   `json:"agent"`
 	Tool      string   `json:"tool"`
