@@ -152,15 +152,11 @@ func openPostgres(ctx context.Context, location string, cfg config) (*Log, error
 }
 
 // createPostgres creates the log's schema unless it exists.
-func createPostgres(ctx context.Context, conn *sql.Conn) (err error) {
-	if _, err := conn.ExecContext(ctx, "BEGIN"); err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
-		}
-	}()
+func createPostgres(ctx context.Context, conn *sql.Conn) error {
+	return inTx(ctx, conn, "BEGIN", func() error { return createPostgresInTx(ctx, conn) })
+}
+
+func createPostgresInTx(ctx context.Context, conn *sql.Conn) error {
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf(`SELECT pg_advisory_xact_lock(%d);
 CREATE SCHEMA IF NOT EXISTS %s;
 CREATE TABLE IF NOT EXISTS %[2]s.schema_version (version INTEGER NOT NULL)`, pgLock, pgSchema)); err != nil {
@@ -181,8 +177,7 @@ CREATE TABLE IF NOT EXISTS %[2]s.schema_version (version INTEGER NOT NULL)`, pgL
 			return err
 		}
 	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	return nil
 }
 
 func openPostgresReader(location string) (*Reader, error) {

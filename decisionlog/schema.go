@@ -247,16 +247,28 @@ func openDB(path string, params url.Values) (*sql.DB, error) {
 	return db, nil
 }
 
-// migrate brings the database to schemaVersion inside one immediate transaction.
-func migrate(ctx context.Context, conn *sql.Conn) (err error) {
-	if _, err := conn.ExecContext(ctx, "BEGIN IMMEDIATE"); err != nil {
+// inTx runs fn in a transaction that begin starts on conn: committed when fn succeeds, rolled
+// back otherwise.
+func inTx(ctx context.Context, conn *sql.Conn, begin string, fn func() error) error {
+	if _, err := conn.ExecContext(ctx, begin); err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
-		}
-	}()
+	err := fn()
+	if err == nil {
+		_, err = conn.ExecContext(ctx, "COMMIT")
+	}
+	if err != nil {
+		_, _ = conn.ExecContext(context.Background(), "ROLLBACK")
+	}
+	return err
+}
+
+// migrate brings the database to schemaVersion inside one immediate transaction.
+func migrate(ctx context.Context, conn *sql.Conn) error {
+	return inTx(ctx, conn, "BEGIN IMMEDIATE", func() error { return migrateInTx(ctx, conn) })
+}
+
+func migrateInTx(ctx context.Context, conn *sql.Conn) error {
 	var v int
 	if err := conn.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
 		return err
@@ -277,6 +289,5 @@ func migrate(ctx context.Context, conn *sql.Conn) (err error) {
 			return err
 		}
 	}
-	_, err = conn.ExecContext(ctx, "COMMIT")
-	return err
+	return nil
 }
