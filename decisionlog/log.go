@@ -687,16 +687,20 @@ type writer struct {
 	cfg               *config
 	d                 *dialect
 	event, completion *sql.Stmt
-	head, setHead     *sql.Stmt
+	floor, head       *sql.Stmt
 }
 
 const (
 	insertEvent = `INSERT INTO events (decision_id, ts, revision, point, principal, agent, action, tool,
 	tool_name, access, risk, outcome, latency_ns, trace_id, event, part, pos, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)
 	ON CONFLICT (decision_id) DO NOTHING`
-	selectHead = `SELECT pos, hash, floor FROM chain_heads WHERE part = ?`
-	upsertHead = `INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?,?,?,?)
-	ON CONFLICT (part) DO UPDATE SET pos = excluded.pos, hash = excluded.hash, floor = excluded.floor`
+	// The head is the newest entry of the partition: reading three index ends is cheaper than
+	// writing the head down in every transaction.
+	selectHead = `SELECT pos, hash FROM (SELECT pos, hash FROM events WHERE part = ?1 ORDER BY pos DESC LIMIT 1) e
+	UNION ALL SELECT pos, hash FROM (SELECT pos, hash FROM completions WHERE part = ?1 ORDER BY pos DESC LIMIT 1) c
+	UNION ALL SELECT pos, hash FROM (SELECT pos, hash FROM markers WHERE part = ?1 ORDER BY pos DESC LIMIT 1) m
+	ORDER BY pos DESC LIMIT 1`
+	selectFloor = `SELECT floor FROM partitions WHERE part = ?`
 )
 
 func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *writer, err error) {
@@ -726,16 +730,16 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 			return nil, err
 		}
 	}
-	// The head row exists before the first transaction, so that PostgreSQL replicas starting a
-	// partition together lock it rather than both inserting it.
-	if _, err := conn.ExecContext(ctx, d.q("INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?, 0, ?, 1) ON CONFLICT (part) DO NOTHING"),
-		cfg.partition, genesis); err != nil {
+	// The partition's row exists before the first transaction, so that PostgreSQL replicas
+	// starting a partition together lock it rather than both inserting it.
+	if _, err := conn.ExecContext(ctx, d.q("INSERT INTO partitions (part, floor) VALUES (?, 1) ON CONFLICT (part) DO NOTHING"),
+		cfg.partition); err != nil {
 		return nil, err
 	}
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
-	}{{&w.event, insertEvent}, {&w.completion, d.insertCompletion}, {&w.head, selectHead + d.lockHead}, {&w.setHead, upsertHead}} {
+	}{{&w.event, insertEvent}, {&w.completion, d.insertCompletion}, {&w.floor, selectFloor + d.lockHead}, {&w.head, selectHead}} {
 		if *p.stmt, err = conn.PrepareContext(ctx, d.q(p.sql)); err != nil {
 			return nil, err
 		}
@@ -783,15 +787,18 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 		_, _ = w.conn.ExecContext(ctx, "ROLLBACK")
 		return fail(fmt.Errorf("write decision log: %w", err))
 	}
-	// The head is read inside the write transaction, so another process writing the same file
-	// (lushctl audit prune, a second gateway) extends the same chain instead of forking it.
-	h := head{pos: 0, hash: genesis, floor: 1}
-	switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash, &h.floor); {
+	// The head is read inside the write transaction (after the partition's row is locked, for
+	// PostgreSQL), so another process writing the same partition (lushctl audit retain, a second
+	// gateway) extends the same chain instead of forking it.
+	h := head{pos: 0, hash: genesis}
+	if err := w.floor.QueryRowContext(ctx, w.cfg.partition).Scan(&h.floor); err != nil {
+		return rollback(fmt.Errorf("read the partition: %w", err))
+	}
+	switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash); {
 	case errors.Is(err, sql.ErrNoRows):
 	case err != nil:
 		return rollback(fmt.Errorf("read the chain head: %w", err))
 	}
-	start := h.pos
 	for i := 0; i < len(batch); i++ {
 		r := batch[i]
 		if w.d.multiRow && (r.kind == kindEvent || r.kind == kindCompletion) {
@@ -827,11 +834,6 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			return rollback(err)
 		default:
 			errs = append(errs, nil)
-		}
-	}
-	if h.pos != start {
-		if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
-			return rollback(fmt.Errorf("write the chain head: %w", err))
 		}
 	}
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
@@ -948,8 +950,8 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 			return fmt.Errorf("retention: %w", err)
 		}
 		h.pos, h.hash, h.floor = pos, hash, rec.Below
-		// The triggers allow deleting below the floor recorded in chain_heads only.
-		if _, err := w.setHead.ExecContext(ctx, w.cfg.partition, h.pos, h.hash, h.floor); err != nil {
+		// The triggers allow deleting below the partition's floor only.
+		if _, err := w.conn.ExecContext(ctx, w.d.q("UPDATE partitions SET floor = ? WHERE part = ?"), h.floor, w.cfg.partition); err != nil {
 			return fmt.Errorf("retention: %w", err)
 		}
 		res.rec = rec
@@ -972,7 +974,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.event, w.completion, w.head, w.setHead} {
+	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}

@@ -14,7 +14,7 @@ import (
 // (schema version 3), in their own PostgreSQL schema, lush_decisionlog, so that the log can
 // share a database with other stores (the scheduler's). Each replica writes its own chain
 // partition (its host name unless Partition says otherwise); writers of one partition take
-// turns on its chain_heads row (SELECT … FOR UPDATE). Events get their seq from a sequence, so
+// turns on its partitions row (SELECT … FOR UPDATE). Events get their seq from a sequence, so
 // seq is the insertion order, not the commit order, across replicas.
 
 // pgSchema is the PostgreSQL schema holding the log's tables.
@@ -83,17 +83,15 @@ CREATE TABLE lush_decisionlog.checkpoints (
 	signature  TEXT   NOT NULL,
 	PRIMARY KEY (part, pos)
 );
-CREATE TABLE lush_decisionlog.chain_heads (
+CREATE TABLE lush_decisionlog.partitions (
 	part  TEXT   PRIMARY KEY,
-	pos   BIGINT NOT NULL,
-	hash  BYTEA  NOT NULL,
 	floor BIGINT NOT NULL
 );
 -- Append-only: no UPDATE; DELETE only below the partition's floor (retention, recorded in the chain).
 CREATE FUNCTION lush_decisionlog.append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
 	IF TG_OP = 'DELETE' AND TG_TABLE_NAME <> 'checkpoints' AND OLD.pos < coalesce(
-		(SELECT floor FROM lush_decisionlog.chain_heads WHERE part = OLD.part), 1) THEN
+		(SELECT floor FROM lush_decisionlog.partitions WHERE part = OLD.part), 1) THEN
 		RETURN OLD;
 	END IF;
 	RAISE EXCEPTION 'the decision log is append-only (retention deletes whole expired segments)';

@@ -64,7 +64,7 @@ ALTER TABLE completions ADD COLUMN tokens_output INTEGER;`,
 	// 2 -> 3: the hash chain (chain.go). Events and completions get their partition, position
 	// and hash (backfilled by chainExisting); completions lose their foreign key, so that
 	// retention can delete an event whose completion is in a later segment; retention records,
-	// checkpoints and each partition's head get tables. Rows below a partition's floor may be
+	// checkpoints and partitions (each one's floor) get tables. Rows below a partition's floor may be
 	// deleted (by retention, which records it in the chain); nothing else may.
 	`DROP TRIGGER events_no_update;
 DROP TRIGGER events_no_delete;
@@ -107,10 +107,8 @@ CREATE TABLE checkpoints (
 	signature  TEXT    NOT NULL,
 	PRIMARY KEY (part, pos)
 ) STRICT, WITHOUT ROWID;
-CREATE TABLE chain_heads (
+CREATE TABLE partitions (
 	part  TEXT    PRIMARY KEY,
-	pos   INTEGER NOT NULL,
-	hash  BLOB    NOT NULL,
 	floor INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;`,
 }
@@ -122,17 +120,17 @@ CREATE UNIQUE INDEX completions_chain ON completions(part, pos);
 CREATE TRIGGER events_no_update BEFORE UPDATE ON events
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
 CREATE TRIGGER events_no_delete BEFORE DELETE ON events
-	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	WHEN old.pos >= coalesce((SELECT floor FROM partitions WHERE part = old.part), 1)
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
 CREATE TRIGGER completions_no_update BEFORE UPDATE ON completions
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
 CREATE TRIGGER completions_no_delete BEFORE DELETE ON completions
-	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	WHEN old.pos >= coalesce((SELECT floor FROM partitions WHERE part = old.part), 1)
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
 CREATE TRIGGER markers_no_update BEFORE UPDATE ON markers
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
 CREATE TRIGGER markers_no_delete BEFORE DELETE ON markers
-	WHEN old.pos >= coalesce((SELECT floor FROM chain_heads WHERE part = old.part), 1)
+	WHEN old.pos >= coalesce((SELECT floor FROM partitions WHERE part = old.part), 1)
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only (retention deletes whole expired segments)'); END;
 CREATE TRIGGER checkpoints_no_update BEFORE UPDATE ON checkpoints
 	BEGIN SELECT RAISE(ABORT, 'the decision log is append-only'); END;
@@ -192,11 +190,6 @@ func chainExisting(ctx context.Context, conn *sql.Conn) error {
 	}
 	for _, l := range completions {
 		if _, err := conn.ExecContext(ctx, "UPDATE completions SET part = ?, pos = ?, hash = ? WHERE decision_id = ?", DefaultPartition, l.pos, l.hash, l.key); err != nil {
-			return err
-		}
-	}
-	if pos > 0 {
-		if _, err := conn.ExecContext(ctx, "INSERT INTO chain_heads (part, pos, hash, floor) VALUES (?, ?, ?, 1)", DefaultPartition, pos, prev); err != nil {
 			return err
 		}
 	}

@@ -197,7 +197,7 @@ Exit codes: 0 success (also when nothing matches), 2 usage error, 3 the log cann
 (a missing log file is an error, not an empty result).`,
 		Example: `  lushctl audit query --principal user:alice --since 1h
   lushctl audit query --outcome deny --tool mcp://npx/@modelcontextprotocol/server-filesystem
-  lushctl audit query --decision-id 3f2a9c1e -o json | jq .event.input
+  lushctl audit query --decision-id 01a20183-c1a9-7b5e -o json | jq .event.input   # a v7 id: its first 13 characters are its time
   lushctl audit query --log /var/lib/lush/decisions.db --since 2026-05-01T00:00:00Z --until 2026-05-02T00:00:00Z`,
 		Args: args(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
