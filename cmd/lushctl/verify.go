@@ -142,9 +142,10 @@ func newAuditRetainCmd() *cobra.Command {
 		f         auditFlags
 		olderThan time.Duration
 		keyPath   string
+		part      string
 	)
 	cmd := &cobra.Command{
-		Use:   "retain --older-than DURATION",
+		Use:   "retain --older-than DURATION [--partition P]",
 		Short: "Delete the decision log's segments older than a retention period, recording it in the chain",
 		Long: `Retain applies a retention period now (the gateway applies decision_log_chain.retention by
 itself after each checkpoint): it deletes every entry up to the newest checkpoint taken before
@@ -182,7 +183,11 @@ cannot be written.`,
 			if err != nil {
 				return err
 			}
-			l, err := decisionlog.Open(cmd.Context(), path, decisionlog.CheckpointEvery(0), decisionlog.SigningKey(key))
+			opts := []decisionlog.Option{decisionlog.CheckpointEvery(0), decisionlog.SigningKey(key)}
+			if part != "" {
+				opts = append(opts, decisionlog.Partition(part))
+			}
+			l, err := decisionlog.Open(cmd.Context(), path, opts...)
 			if err != nil {
 				return err
 			}
@@ -210,6 +215,7 @@ cannot be written.`,
 	fl.StringVar(&f.log, "log", "", "decision log file or postgres:// URL (default $LUSH_DECISION_LOG, else "+defaultDecisionLog+")")
 	fl.DurationVar(&olderThan, "older-than", 0, "the retention period: delete segments that closed before now minus this")
 	fl.StringVar(&keyPath, "checkpoint-key", "", "the key checkpoints are signed with (default checkpoint.key beside the log)")
+	fl.StringVar(&part, "partition", "", "the partition to apply it to (default "+decisionlog.DefaultPartition+"; a PostgreSQL log: this host's name)")
 	outputFlag(cmd, &f.output)
 	return cmd
 }
