@@ -14,7 +14,11 @@
 // crash (the last transactions may roll back); Synchronous("full") survives both and costs an
 // fsync per transaction.
 //
-// The log is append-only: triggers refuse UPDATE and DELETE on both tables.
+// The log is append-only (triggers refuse UPDATE, and DELETE except by retention) and tamper
+// evident: every entry is hash-chained to the one before it in its partition, checkpoints sign
+// the chain's head, and Verify proves the log complete and unaltered or names the first broken
+// entry (chain.go, verify.go). Retention deletes whole expired segments and records it in the
+// chain. The same log runs on PostgreSQL, shared by gateway replicas (postgres.go).
 //
 // Decision ids should be time-ordered (UUIDv7, uuid.NewV7): the unique decision_id index then
 // grows at its end, and a batch touches a few index pages instead of one page per event. Random
@@ -188,8 +192,8 @@ type Stats struct {
 	MaintenanceFailures int64 `json:"maintenance_failures"`
 }
 
-// Log is the SQLite decision log (the embedded default): WAL mode, one writer goroutine, group
-// commit. It is safe for concurrent use.
+// Log is the decision log: SQLite (the embedded default, WAL mode) or PostgreSQL, one writer
+// goroutine, group commit. It is safe for concurrent use.
 type Log struct {
 	cfg    config
 	path   string
@@ -563,6 +567,7 @@ func (l *Log) Query(ctx context.Context, f Filter) ([]Record, error) {
 // Close stops accepting writes, commits everything already queued, stops the writer and closes
 // the database. It is safe to call more than once.
 func (l *Log) Close() error {
+	l.maintStop() // first: a checkpoint it has queued is answered; it queues no more
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
@@ -577,7 +582,6 @@ func (l *Log) Close() error {
 	l.queue <- final
 	close(l.queue)
 	l.mu.Unlock()
-	l.maintStop()
 	<-l.maintDone
 	<-l.done
 	close(l.ckptStop)
