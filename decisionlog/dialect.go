@@ -12,8 +12,9 @@ import (
 type dialect struct {
 	postgres bool
 	begin    string // starts the writer's transaction, taking the write lock at once
-	// lockHead is appended to the head's SELECT: replicas writing one partition take turns.
-	lockHead string
+	// lockPartition is appended to the SELECT of the partition's row, which every write
+	// transaction reads first: replicas writing one partition take turns.
+	lockPartition string
 	// insertCompletion inserts a completion only when its decision is in the log.
 	insertCompletion string
 	// groupMember and argumentsContain are Filter clauses over the event document.
@@ -38,7 +39,7 @@ var sqliteDialect = &dialect{
 var postgresDialect = &dialect{
 	postgres: true,
 	begin:    "BEGIN",
-	lockHead: " FOR UPDATE",
+	lockPartition: " FOR UPDATE",
 	insertCompletion: `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output,
 	part, pos, hash) SELECT ?::text, ?::bigint, ?::text, ?::bigint, ?::text, ?::text, ?::bigint, ?::bigint, ?::text, ?::bigint, ?::bytea
 	WHERE EXISTS (SELECT 1 FROM events WHERE decision_id = ?) ON CONFLICT (decision_id) DO NOTHING`,

@@ -743,7 +743,7 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 	for _, p := range []struct {
 		stmt **sql.Stmt
 		sql  string
-	}{{&w.event, insertEvent}, {&w.completion, d.insertCompletion}, {&w.floor, selectFloor + d.lockHead}, {&w.head, selectHead}} {
+	}{{&w.event, insertEvent}, {&w.completion, d.insertCompletion}, {&w.floor, selectFloor + d.lockPartition}, {&w.head, selectHead}} {
 		if *p.stmt, err = conn.PrepareContext(ctx, d.q(p.sql)); err != nil {
 			return nil, err
 		}
