@@ -37,8 +37,8 @@ var sqliteDialect = &dialect{
 }
 
 var postgresDialect = &dialect{
-	postgres: true,
-	begin:    "BEGIN",
+	postgres:      true,
+	begin:         "BEGIN",
 	lockPartition: " FOR UPDATE",
 	insertCompletion: `INSERT INTO completions (decision_id, ts, status, latency_ns, response, error, tokens_input, tokens_output,
 	part, pos, hash) SELECT ?::text, ?::bigint, ?::text, ?::bigint, ?::text, ?::text, ?::bigint, ?::bigint, ?::text, ?::bigint, ?::bytea
