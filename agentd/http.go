@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/manifest"
 	"github.com/lush-agents/lush/telemetry"
@@ -133,7 +135,11 @@ func (s *Server) chatStream(w http.ResponseWriter, r *http.Request) {
 		History: req.History, OnEvent: func(e Event) { send(e.Type, e) }})
 	if err != nil {
 		code, kind := invokeErrorCode(err)
-		send("error", map[string]any{"error": map[string]any{"code": kind, "status": code, "message": err.Error()}})
+		body := map[string]any{"code": kind, "status": code, "message": err.Error()}
+		if denied := (*DeniedError)(nil); errors.As(err, &denied) && denied.RetryAfter > 0 {
+			body["retry_after_ms"] = enforce.RetryAfterMS(denied.RetryAfter)
+		}
+		send("error", map[string]any{"error": body})
 		return
 	}
 	send("done", res)
@@ -212,6 +218,8 @@ func invokeErrorCode(err error) (int, string) {
 	var denied *DeniedError
 	var notFound *NotFoundError
 	switch {
+	case errors.As(err, &denied) && denied.RetryAfter > 0:
+		return http.StatusTooManyRequests, "rate_limited"
 	case errors.As(err, &denied):
 		return http.StatusForbidden, "denied"
 	case errors.As(err, &notFound):
@@ -229,6 +237,10 @@ func writeInvokeError(w http.ResponseWriter, err error) {
 	if errors.As(err, &denied) {
 		body["decision_id"] = denied.DecisionID
 		body["reasons"] = denied.Reasons
+		if denied.RetryAfter > 0 {
+			body["retry_after_ms"] = enforce.RetryAfterMS(denied.RetryAfter)
+			w.Header().Set("Retry-After", strconv.FormatInt(enforce.RetryAfterSeconds(denied.RetryAfter), 10))
+		}
 	}
 	writeJSON(w, code, map[string]any{"error": body})
 }

@@ -74,6 +74,9 @@ type DeniedError struct {
 	DecisionID string
 	Reasons    []authz.Reason
 	Outcome    string
+	// RetryAfter is set when the invocation was denied only by a rate limit: when a retry can
+	// succeed (answered as 429 with Retry-After).
+	RetryAfter time.Duration
 }
 
 func (e *DeniedError) Error() string { return enforce.Explain("invocation", e.Reasons, e.DecisionID) }
@@ -132,7 +135,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		if m := s.opts.Metrics; m != nil {
 			m.Invocations.WithLabelValues(a.Name, "denied").Inc()
 		}
-		return nil, &DeniedError{DecisionID: v.ID, Reasons: v.Reasons, Outcome: v.Outcome}
+		return nil, &DeniedError{DecisionID: v.ID, Reasons: v.Reasons, Outcome: v.Outcome, RetryAfter: v.RetryAfter}
 	}
 
 	res := &Result{ID: v.ID, Agent: a.Name, Model: a.Model, Revision: st.hash, Chain: chain, Tools: []ToolCall{}}

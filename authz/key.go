@@ -171,6 +171,12 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 				b = append(b, 'u')
 				break
 			}
+			if t.ArgumentsValid != nil || len(t.SchemaErrors) > 0 {
+				// The schema verdict is rare (the gateway sends it for a refused call only):
+				// project the whole object.
+				b = appendKey(b, k, t.value())
+				break
+			}
 			fields := toolFields(t)
 			b = keyObject(b, k, fields, func(b []byte, field string, k *depNode) []byte {
 				switch field {
@@ -198,6 +204,12 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 			b = keyString(b, k, in.Environment, in.Environment != "")
 		case "loop":
 			b = keyString(b, k, in.Loop, in.Loop != "")
+		case "rate_limit":
+			if in.RateLimit == nil {
+				b = append(b, 'u')
+				break
+			}
+			b = appendKey(b, k, in.RateLimit.value())
 		default:
 			b = append(b, 'u') // not a field of Input: always absent
 		}

@@ -64,6 +64,13 @@ func randomInput(r *rand.Rand) Input {
 		func() { in.Environment = pick("", "prod", "dev") },
 		func() { in.Loop = pick("", "weekday-digest", "hourly-notes", "ghost") },
 		func() {
+			if r.Intn(3) == 0 {
+				in.RateLimit = nil
+				return
+			}
+			in.RateLimit = &RateLimit{Exceeded: r.Intn(4) > 0, Limit: pick("group:engineering 5/s burst 10", ""), RetryAfterMS: int64(r.Intn(3) * 100)}
+		},
+		func() {
 			if r.Intn(5) == 0 {
 				in.Tool = nil
 				return
@@ -73,6 +80,16 @@ func randomInput(r *rand.Rand) Input {
 				Name:   pick("read_text_file", "write_file", "move_file", "list_directory", "post_note", "search_notes", ""),
 				Access: pick("", "", "read", "write", "admin"),
 				Risk:   pick("", "", "", "destructive", "network", "huge"),
+			}
+			switch r.Intn(4) {
+			case 0:
+				valid := r.Intn(2) == 0
+				in.Tool.ArgumentsValid = &valid
+				if !valid && r.Intn(2) == 0 {
+					in.Tool.SchemaErrors = []string{pick("/path: expected string, got number", "/: missing required property \"path\"")}
+				}
+			case 1:
+				in.Tool.SchemaErrors = []string{"/x: expected object, got array"}
 			}
 		},
 		func() {
@@ -114,9 +131,9 @@ func randomDeps(r *rand.Rand) *depNode {
 	paths := [][]string{
 		{}, {"action"}, {"principal"}, {"principal", "id"}, {"principal", "groups"}, {"principal", "x"},
 		{"agent"}, {"agent", "x"}, {"chain"}, {"depth"}, {"tool"}, {"tool", "ref"}, {"tool", "name"},
-		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"arguments"}, {"arguments", "path"},
+		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"tool", "arguments_valid"}, {"tool", "schema_errors"}, {"arguments"}, {"arguments", "path"},
 		{"arguments", "nested", "a"}, {"arguments", "missing"}, {"live_writes"}, {"environment"},
-		{"loop"}, {"unknown"}, {"a.b"},
+		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"unknown"}, {"a.b"},
 	}
 	n := &depNode{}
 	for range 1 + r.Intn(6) {

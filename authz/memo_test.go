@@ -292,7 +292,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 
 func TestInputDependencies(t *testing.T) {
 	want := []string{"action", "agent", "arguments.destination", "arguments.path", "arguments.source", "chain", "depth",
-		"live_writes", "loop", "principal.groups", "principal.id", "tool", "type(.)"}
+		"live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)"}
 	if got := engine(t).InputDependencies(); !slices.Equal(got, want) {
 		t.Errorf("quickstart: InputDependencies = %q\nwant %q", got, want)
 	}

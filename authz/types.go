@@ -40,6 +40,25 @@ type Input struct {
 	LiveWrites  bool      `json:"live_writes"`
 	Environment string    `json:"environment,omitempty"`
 	Loop        string    `json:"loop,omitempty"`
+	// RateLimit is set by the enforcer when the call exceeds one of the project's rate_limits:
+	// the policy denies it with lush.rate.limited. Absent when no limit is exceeded.
+	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+}
+
+// RateLimit tells the policy that a call exceeds a rate limit of the project.
+type RateLimit struct {
+	Exceeded     bool   `json:"exceeded"`
+	Limit        string `json:"limit"`          // the limit, as "group:contractors 5/s burst 10"
+	RetryAfterMS int64  `json:"retry_after_ms"` // when a retry can succeed, in milliseconds
+}
+
+// value converts the rate limit to an OPA value.
+func (r *RateLimit) value() ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("exceeded"), ast.InternedTerm(r.Exceeded)),
+		ast.Item(ast.InternedTerm("limit"), ast.StringTerm(r.Limit)),
+		ast.Item(ast.InternedTerm("retry_after_ms"), ast.IntNumberTerm(int(r.RetryAfterMS))),
+	)
 }
 
 // Principal is the caller: a user, group or service account and the groups it is in.
@@ -54,6 +73,14 @@ type Tool struct {
 	Name   string `json:"name,omitempty"`
 	Access string `json:"access,omitempty"` // what the caller believes the call needs (optional)
 	Risk   string `json:"risk,omitempty"`   // a hint (optional)
+
+	// ArgumentsValid is set to false by an enforcement point that found the call's arguments do
+	// not match the tool's input schema (the MCP gateway, on tools/call); nil when they match or
+	// were not checked, so that a valid call's input is the same at every enforcement point.
+	ArgumentsValid *bool `json:"arguments_valid,omitempty"`
+	// SchemaErrors lists what did not match ("/path: message"), bounded and without argument
+	// values; set only when ArgumentsValid is false.
+	SchemaErrors []string `json:"schema_errors,omitempty"`
 }
 
 // value converts the input to an OPA value without a JSON round trip on the hot path.
@@ -80,14 +107,7 @@ func (in Input) value() (ast.Value, error) {
 	obj.Insert(ast.InternedTerm("chain"), ast.ArrayTerm(chain...))
 	obj.Insert(ast.InternedTerm("depth"), ast.InternedTerm(in.Depth))
 	if t := in.Tool; t != nil {
-		tool := ast.NewObject(ast.Item(ast.InternedTerm("ref"), ast.StringTerm(t.Ref)), ast.Item(ast.InternedTerm("name"), ast.StringTerm(t.Name)))
-		if t.Access != "" {
-			tool.Insert(ast.InternedTerm("access"), ast.StringTerm(t.Access))
-		}
-		if t.Risk != "" {
-			tool.Insert(ast.InternedTerm("risk"), ast.StringTerm(t.Risk))
-		}
-		obj.Insert(ast.InternedTerm("tool"), ast.NewTerm(tool))
+		obj.Insert(ast.InternedTerm("tool"), ast.NewTerm(t.value()))
 	}
 	if in.Arguments != nil {
 		args, err := argumentsValue(in.Arguments)
@@ -102,7 +122,32 @@ func (in Input) value() (ast.Value, error) {
 	if in.Loop != "" {
 		obj.Insert(ast.InternedTerm("loop"), ast.StringTerm(in.Loop))
 	}
+	if in.RateLimit != nil {
+		obj.Insert(ast.InternedTerm("rate_limit"), ast.NewTerm(in.RateLimit.value()))
+	}
 	return obj, nil
+}
+
+// value converts the tool object to an OPA value.
+func (t *Tool) value() ast.Object {
+	tool := ast.NewObject(ast.Item(ast.InternedTerm("ref"), ast.StringTerm(t.Ref)), ast.Item(ast.InternedTerm("name"), ast.StringTerm(t.Name)))
+	if t.Access != "" {
+		tool.Insert(ast.InternedTerm("access"), ast.StringTerm(t.Access))
+	}
+	if t.Risk != "" {
+		tool.Insert(ast.InternedTerm("risk"), ast.StringTerm(t.Risk))
+	}
+	if t.ArgumentsValid != nil {
+		tool.Insert(ast.InternedTerm("arguments_valid"), ast.InternedTerm(*t.ArgumentsValid))
+	}
+	if len(t.SchemaErrors) > 0 {
+		errs := make([]*ast.Term, 0, len(t.SchemaErrors))
+		for _, e := range t.SchemaErrors {
+			errs = append(errs, ast.StringTerm(e))
+		}
+		tool.Insert(ast.InternedTerm("schema_errors"), ast.ArrayTerm(errs...))
+	}
+	return tool
 }
 
 func argumentsValue(args any) (ast.Value, error) {

@@ -75,6 +75,11 @@ func (b *build) checkACL() {
 	b.checkGrants(check)
 	b.checkCredentials(check)
 	b.checkRoles(check)
+	for _, r := range b.cfg.RateLimits {
+		if r.Principal.Set() {
+			check(r.Principal, "rate_limits")
+		}
+	}
 	for _, sa := range b.cfg.ServiceAccounts {
 		if !used[sa.Name.Value] {
 			b.l.WarnHint(sa.Name.Pos, "unused-service-account", "use it as a loop's run_as, in an acl or a grant, or remove it",

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -191,6 +192,7 @@ func (b *build) manifest() *manifest.Manifest {
 	}
 	m.InputHash = inputHash(m.Inputs)
 	m.Roles = b.roles()
+	m.RateLimits = b.rateLimits()
 	m.ServiceAccounts, m.Agents, m.Loops, m.Tools = nonNil(m.ServiceAccounts), nonNil(m.Agents), nonNil(m.Loops), nonNil(m.Tools)
 	m.Grants, m.Credentials, m.Skills, m.Policies = nonNil(m.Grants), nonNil(m.Credentials), nonNil(m.Skills), nonNil(m.Policies)
 	return m
@@ -211,6 +213,20 @@ func (b *build) roles() map[string][]string {
 		out[r.Name.Value] = nonNil(sortedUnique(ps))
 	}
 	return out
+}
+
+// rateLimits returns lush.yaml rate_limits for the manifest, defaults applied, sorted and
+// unique; nil when there are none (so the manifests of projects without limits do not change).
+func (b *build) rateLimits() []manifest.RateLimit {
+	var out []manifest.RateLimit
+	for _, r := range b.cfg.RateLimits {
+		out = append(out, manifest.RateLimit{Principal: r.Principal.Value, Tool: r.Tool.Value, Rate: r.Rate.Value, Burst: r.EffectiveBurst()})
+	}
+	slices.SortFunc(out, func(a, b manifest.RateLimit) int {
+		return cmp.Or(strings.Compare(a.Principal, b.Principal), strings.Compare(a.Tool, b.Tool),
+			strings.Compare(a.Rate, b.Rate), cmp.Compare(a.Burst, b.Burst))
+	})
+	return slices.Compact(out)
 }
 
 // nonNil makes an empty list encode as [] rather than null, for consumers in other languages.
@@ -350,7 +366,7 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 		}
 		roles[role] = holders
 	}
-	return map[string]any{BundleRoot: map[string]any{"project": map[string]any{
+	project := map[string]any{
 		"name":             m.Project,
 		"settings":         map[string]any{"max_depth": m.Authorization.MaxCallDepth, "approval_risks": m.Authorization.ApprovalRequiredFor},
 		"service_accounts": sas,
@@ -359,7 +375,21 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 		"grants":           grants,
 		"classes":          classes,
 		"roles":            roles,
-	}}}
+	}
+	if len(m.RateLimits) > 0 {
+		limits := make([]any, 0, len(m.RateLimits))
+		for _, r := range m.RateLimits {
+			l := map[string]any{"rate": r.Rate, "burst": r.Burst, "label": r.String()}
+			if r.Principal != "" {
+				l["principal"] = r.Principal
+			} else {
+				l["tool"] = r.Tool
+			}
+			limits = append(limits, l)
+		}
+		project["rate_limits"] = limits
+	}
+	return map[string]any{BundleRoot: map[string]any{"project": project}}
 }
 
 func aclData(acl []manifest.ACLEntry) map[string]any {

@@ -11,8 +11,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,23 +41,59 @@ type Config struct {
 	Log         *decisionlog.Log
 	Metrics     *telemetry.Metrics // optional
 	Logger      *slog.Logger       // optional: completions that could not be logged
+
+	// Clock is the time rate limits are measured by (default time.Now); tests set it.
+	Clock func() time.Time
+	// MaxRateBuckets bounds the token buckets kept for per-principal rate limits (default
+	// DefaultMaxRateBuckets); idle buckets are dropped first.
+	MaxRateBuckets int
 }
 
 // Enforcer decides and records. It is safe for concurrent use; SetEngine swaps the policy
 // atomically (calls in flight keep the engine they started with).
+//
+// The enforcer also applies the project's rate_limits (lush.yaml; data.lush.project.rate_limits
+// of the bundle) to tools/call and agent/invoke: before deciding, it takes a token from every
+// bucket that applies to the call, and when one is empty it tells the policy so in
+// input.rate_limit, and the policy denies the call (lush.rate.limited). A call that is not
+// allowed, for any reason, gives its tokens back.
 type Enforcer struct {
-	cfg    Config
-	engine atomic.Pointer[authz.Engine]
+	cfg   Config
+	state atomic.Pointer[state]
+	swap  sync.Mutex // serializes SetEngine
+}
+
+// state is a policy and the rate limiter of its build.
+type state struct {
+	engine  *authz.Engine
+	limiter *limiter // nil when the build has no rate limits
 }
 
 // New returns an enforcer without a policy: until SetEngine, every call is denied.
 func New(cfg Config) *Enforcer { return &Enforcer{cfg: cfg} }
 
-// SetEngine makes eng the policy for calls that start from now on.
-func (e *Enforcer) SetEngine(eng *authz.Engine) { e.engine.Store(eng) }
+// SetEngine makes eng the policy for calls that start from now on. The rate limiter's buckets
+// are kept when the new build has the same rate limits, and start afresh when they changed.
+func (e *Enforcer) SetEngine(eng *authz.Engine) {
+	e.swap.Lock()
+	defer e.swap.Unlock()
+	limits := limitsOf(eng)
+	var lim *limiter
+	if old := e.state.Load(); old != nil && old.limiter.sameLimits(limits) {
+		lim = old.limiter
+	} else {
+		lim = newLimiter(limits, e.cfg.Clock, e.cfg.MaxRateBuckets)
+	}
+	e.state.Store(&state{engine: eng, limiter: lim})
+}
 
 // Engine returns the current policy engine (nil before the first SetEngine).
-func (e *Enforcer) Engine() *authz.Engine { return e.engine.Load() }
+func (e *Enforcer) Engine() *authz.Engine {
+	if s := e.state.Load(); s != nil {
+		return s.engine
+	}
+	return nil
+}
 
 // Environment is the environment name passed to the policy.
 func (e *Enforcer) Environment() string { return e.cfg.Environment }
@@ -67,8 +105,11 @@ type Verdict struct {
 	Latency  time.Duration // time to decide
 	Recorded bool          // the decision is in the log
 	Tool     string        // the tool reference of the call ("" for decisions without a tool)
-	enforcer *Enforcer
-	event    *decisionlog.Event
+	// RetryAfter is set when the call was denied only because it exceeds a rate limit: the time
+	// after which a retry can succeed (HTTP answers it as 429 with Retry-After).
+	RetryAfter time.Duration
+	enforcer   *Enforcer
+	event      *decisionlog.Event
 }
 
 // Decide evaluates in, records the decision, and returns the verdict. It always returns a
@@ -91,8 +132,20 @@ const RulePrecondition = "lush.precondition.failed"
 // error turns the decision into a denial, recorded as such.
 func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondition) *Verdict {
 	in.Environment = e.cfg.Environment
-	eng := e.engine.Load()
+	var eng *authz.Engine
+	var lim *limiter
+	if s := e.state.Load(); s != nil {
+		eng, lim = s.engine, s.limiter
+	}
 	start := time.Now()
+	// The enforcer alone says whether a rate limit is exceeded.
+	in.RateLimit = nil
+	var res *reservation
+	if lim != nil && eng != nil {
+		if res = lim.reserve(&in); res.exceeded {
+			in.RateLimit = &authz.RateLimit{Exceeded: true, Limit: res.label, RetryAfterMS: RetryAfterMS(res.retry)}
+		}
+	}
 	var d authz.Decision
 	if eng == nil {
 		d = deny(RuleNoPolicy, "no policy is loaded yet; the call is denied")
@@ -134,6 +187,12 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 	} else {
 		v.Recorded = true
 	}
+	if !v.Allow {
+		res.cancel() // the call does not run: it does not count against any limit
+		if in.RateLimit != nil && onlyRule(v.Decision, RuleRateLimited) {
+			v.RetryAfter = res.retry
+		}
+	}
 	if m := e.cfg.Metrics; m != nil {
 		tool, access := "", v.Access
 		if in.Tool != nil {
@@ -171,6 +230,19 @@ func refused(d authz.Decision, err error) authz.Decision {
 	out.Rules = append(slices.Clone(d.Rules), rule)
 	out.Error = err.Error()
 	return out
+}
+
+// onlyRule reports whether every reason of d is rule (and there is one).
+func onlyRule(d authz.Decision, rule string) bool {
+	if len(d.Reasons) == 0 {
+		return false
+	}
+	for _, r := range d.Reasons {
+		if r.Rule != rule {
+			return false
+		}
+	}
+	return true
 }
 
 func deny(rule, msg string) authz.Decision {
@@ -260,10 +332,30 @@ func (e *Enforcer) completionFailed(id string, err error) {
 	}
 }
 
-// Meta is the decision as clients see it, in a result's _meta["dev.lush/decision"].
+// Meta is the decision as clients see it, in a result's _meta["dev.lush/decision"]. A call
+// denied by a rate limit alone has retry_after_ms: when a retry can succeed.
 func (v *Verdict) Meta() map[string]any {
-	return map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
+	m := map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
 		"approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
+	if v.RetryAfter > 0 {
+		m["retry_after_ms"] = RetryAfterMS(v.RetryAfter)
+	}
+	return m
+}
+
+// RetryAfterMS is d in whole milliseconds, rounded up.
+func RetryAfterMS(d time.Duration) int64 {
+	ms := d.Milliseconds()
+	if d%time.Millisecond != 0 {
+		ms++
+	}
+	return ms
+}
+
+// RetryAfterSeconds is d in whole seconds, rounded up and at least 1: the value of an HTTP
+// Retry-After header.
+func RetryAfterSeconds(d time.Duration) int64 {
+	return max(1, int64(math.Ceil(d.Seconds())))
 }
 
 // Explain is the message a denied caller sees: the policy's reasons and the decision id, no

@@ -17,13 +17,27 @@ import (
 const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
 
 // engine builds a copy of the quickstart with a mask policy.
-func engine(t *testing.T) *authz.Engine {
+func engine(t *testing.T) *authz.Engine { return engineWith(t, "") }
+
+// engineWith builds a copy of the quickstart with a mask policy and extra appended to its
+// lush.yaml.
+func engineWith(t *testing.T, extra string) *authz.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("../examples/quickstart")); err != nil {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(dir, ".lush"))
+	if extra != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "lush.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("\n" + extra); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
 	mask := "package lush.policies.logmask\n\nmask contains \"/input/arguments/content\"\n"
 	if err := os.WriteFile(filepath.Join(dir, "policies", "logmask.rego"), []byte(mask), 0o644); err != nil {
 		t.Fatal(err)

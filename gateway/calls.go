@@ -65,7 +65,16 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 			attribute.String("lush.tool.name", e.Upstream), attribute.String("lush.principal", c.caller.ID)))
 	defer span.End()
 
-	in := c.input(authz.ActionToolsCall, &authz.Tool{Ref: e.Ref, Name: e.Upstream})
+	// The arguments are checked against the tool's input schema before the decision, which
+	// refuses a call that does not match (lush.schema.invalid_arguments): logged like any denial.
+	sch := e.compiled()
+	tool := &authz.Tool{Ref: e.Ref, Name: e.Upstream}
+	if schemaErrs := sch.checkArguments(p["arguments"]); len(schemaErrs) > 0 {
+		// Only a mismatch is sent: a valid call's input is the same at every enforcement point.
+		invalid := false
+		tool.ArgumentsValid, tool.SchemaErrors = &invalid, schemaErrs
+	}
+	in := c.input(authz.ActionToolsCall, tool)
 	in.Arguments = args
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
 	var cred *vault.Credential
@@ -111,6 +120,17 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	status, rpcErr := outcome(err)
 	if status == decisionlog.StatusOK && isErrorResult(result) {
 		status = decisionlog.StatusError
+	}
+	if err == nil {
+		if problem := sch.checkResult(result); problem != "" {
+			// The result goes no further: the model gets an error result, the log the reason.
+			why := fmt.Sprintf("the output of %s did not match its declared output schema: %s", e.Name, problem)
+			v.Complete(decisionlog.StatusError, latency, result, why)
+			msg := fmt.Sprintf("The call ran, but %s; the result is withheld (decision %s).", why, v.ID)
+			span.SetAttributes(attribute.String("lush.status", decisionlog.StatusError))
+			span.SetStatus(codes.Error, "output schema mismatch")
+			return toolError(msg, v), nil
+		}
 	}
 	errText := ""
 	if err != nil && cred != nil {

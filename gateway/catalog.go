@@ -35,6 +35,8 @@ type exposed struct {
 	Local    *manifest.Tool  // set for local tools
 	HasOut   bool            // the tool declares an outputSchema
 	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
+
+	schemas schemas // compiled on first use (tools only)
 }
 
 // buildCatalog assembles an agent's catalog from the manifest and the upstreams' current lists.

@@ -40,6 +40,28 @@ type Manifest struct {
 	// Roles are lush.yaml roles: project role (audit, approve) -> the principals that hold it,
 	// sorted. Omitted when lush.yaml has no roles:, so such manifests keep their hash.
 	Roles map[string][]string `json:"roles,omitempty"`
+	// RateLimits are lush.yaml rate_limits, sorted. Omitted when there are none, so such
+	// manifests keep their hash.
+	RateLimits []RateLimit `json:"rate_limits,omitempty"`
+}
+
+// RateLimit is a token bucket of Burst requests refilled at Rate: for a principal, one bucket
+// per caller it matches; for a tool, one bucket shared by every caller. Exactly one of
+// Principal and Tool is set.
+type RateLimit struct {
+	Principal string `json:"principal,omitempty"`
+	Tool      string `json:"tool,omitempty"`
+	Rate      string `json:"rate"` // N/s, N/m or N/h
+	Burst     int    `json:"burst"`
+}
+
+// String names the limit as messages show it: "group:contractors 5/s burst 10".
+func (r RateLimit) String() string {
+	who := r.Principal
+	if who == "" {
+		who = r.Tool
+	}
+	return fmt.Sprintf("%s %s burst %d", who, r.Rate, r.Burst)
 }
 
 // Input is a file the build read, with the digest of its content.

@@ -60,12 +60,15 @@ allowed_decision := {
 
 # nothing_denies: the allow-side evidence the action requires is complete and
 # no deny rule fires. With that evidence no base deny rule can fire except
-# lush.depth.exceeded: every other one needs a piece of the evidence to be
-# missing, a well-formedness problem or another action. So nothing_denies
-# implies allow without evaluating the base deny rules (the tests check it).
+# lush.depth.exceeded, lush.schema.invalid_arguments and lush.rate.limited:
+# every other one needs a piece of the evidence to be missing, a
+# well-formedness problem or another action. So nothing_denies implies allow
+# without evaluating the base deny rules (the tests check it).
 nothing_denies if {
 	allow_evidence
 	not depth_exceeded
+	not arguments_invalid
+	not rate_limited
 	count(project_denials) == 0
 }
 

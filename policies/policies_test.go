@@ -595,7 +595,7 @@ var (
 		"lush.capability.not_allowlisted", "lush.capability.access_exceeded",
 		"lush.privilege.no_grant", "lush.privilege.access_exceeded",
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
-		"lush.role.no_audit", "lush.default.deny",
+		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.rate.limited", "lush.default.deny",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
@@ -1047,6 +1047,16 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	if !valid {
 		return res
 	}
+	// The enforcement point's schema verdict: anything but absent, null or true denies a call.
+	if v, has := tool["arguments_valid"]; action == "tools/call" && has && v != nil && v != true {
+		return res
+	}
+	// The enforcer's rate limit verdict: anything but absent, null or {exceeded: false} denies.
+	if rl, has := in["rate_limit"]; has && rl != nil {
+		if m, ok := rl.(map[string]any); !ok || m["exceeded"] != false {
+			return res
+		}
+	}
 	if !groupsOK {
 		match = match[:2]
 	}
@@ -1166,10 +1176,12 @@ func randomInput(r *rand.Rand) map[string]any {
 		"tool": func() any {
 			t := map[string]any{}
 			for k, v := range map[string]any{
-				"ref":    pick(fsRef, fsRef, "tools/clock", "tools/shell", "tools/unclassified", "lush://writer", "mcp://docs", "mcp://nowhere", "", 1, absent),
-				"name":   pick("read_file", "write_file", "list_directory", "move_file", "", nil, 3, absent, absent),
-				"access": pick("read", "write", "", nil, "admin", absent, absent, absent),
-				"risk":   pick("read", "write", "network", "destructive", "", "huge", absent, absent, absent),
+				"ref":             pick(fsRef, fsRef, "tools/clock", "tools/shell", "tools/unclassified", "lush://writer", "mcp://docs", "mcp://nowhere", "", 1, absent),
+				"name":            pick("read_file", "write_file", "list_directory", "move_file", "", nil, 3, absent, absent),
+				"access":          pick("read", "write", "", nil, "admin", absent, absent, absent),
+				"risk":            pick("read", "write", "network", "destructive", "", "huge", absent, absent, absent),
+				"arguments_valid": pick(true, false, nil, "false", absent, absent, absent, absent),
+				"schema_errors":   pick([]any{"/path: expected string, got number"}, []any{"/a: x", 3}, "x", absent, absent, absent),
 			} {
 				if v != absent {
 					t[k] = v
@@ -1184,6 +1196,10 @@ func randomInput(r *rand.Rand) map[string]any {
 		"live_writes": func() any { return pick(true, false, nil, "true", absent) },
 		"loop":        func() any { return pick("daily-digest", "ghost", "", 4, absent) },
 		"environment": func() any { return pick("dev", "prod", 3, absent) },
+		"rate_limit": func() any {
+			return pick(map[string]any{"exceeded": true, "limit": "user:alice 5/s burst 10", "retry_after_ms": 200},
+				map[string]any{"exceeded": false}, map[string]any{"limit": "x"}, nil, "x", absent, absent)
+		},
 	}
 	fields := slices.Sorted(maps.Keys(pools))
 	in := with(bases[r.Intn(len(bases))])

@@ -26,13 +26,14 @@ var (
 	classFields      = []string{"access", "risk"}
 	aclFields        = []string{"principal", "role"}
 	loopFields       = []string{"name", "schedule", "agent", "run_as", "instruction", "acl", "concurrency", "overlap", "timeout", "catch_up", "phase"}
-	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization", "roles"}
+	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization", "roles", "rate_limits"}
 	serviceAcctField = []string{"name", "description"}
 	serverFields     = []string{"url", "transport", "args", "env", "timeout"}
 	toolGrantFields  = []string{"tool", "grants"}
 	grantFields      = []string{"principal", "access", "tools"}
 	credentialFields = []string{"type", "header", "env", "vault"}
 	authzFields      = []string{"max_call_depth", "approval_required_for"}
+	rateLimitFields  = []string{"principal", "tool", "rate", "burst"}
 	localToolFields  = []string{"name", "description", "command", "input_schema", "output_schema", "access", "risk", "timeout"}
 
 	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
@@ -473,6 +474,12 @@ func ParseProjectConfig(file string, data []byte, l *diag.List) *ProjectConfig {
 			})
 		case "roles":
 			p.Roles = d.roles(v)
+		case "rate_limits":
+			d.seq(v, "rate_limits", func(item *yaml.Node) {
+				if r, ok := d.rateLimit(item); ok {
+					p.RateLimits = append(p.RateLimits, r)
+				}
+			})
 		}
 	})
 	if !ok {
@@ -508,6 +515,103 @@ func (d *decoder) roles(n *yaml.Node) []Role {
 		out = append(out, Role{Name: name, Principals: d.strs(p.v, what)})
 	}
 	return out
+}
+
+// rateRE is a rate of rate_limits: a whole number of requests per second, minute or hour.
+var rateRE = regexp.MustCompile(`^\s*([0-9]+)\s*/\s*(s|m|h)\s*$`)
+
+// ParseRate parses a rate of rate_limits, N/s, N/m or N/h, into N and its unit.
+func ParseRate(s string) (count int, per time.Duration, ok bool) {
+	m := rateRE.FindStringSubmatch(s)
+	if m == nil {
+		return 0, 0, false
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n < 1 || n > MaxRateCount {
+		return 0, 0, false
+	}
+	per = map[string]time.Duration{"s": time.Second, "m": time.Minute, "h": time.Hour}[m[2]]
+	return n, per, true
+}
+
+// rateLimit decodes one entry of rate_limits.
+func (d *decoder) rateLimit(n *yaml.Node) (RateLimit, bool) {
+	r := RateLimit{Pos: d.at(n)}
+	burstOK := true
+	ok := d.fields(n, "rate limit", rateLimitFields, []string{"rate"}, func(k string, v *yaml.Node) {
+		switch k {
+		case "principal":
+			if s, ok := d.str(v, "principal"); ok {
+				if _, err := principal.Parse(s.Value); err != nil {
+					hint := "write user:<id>, group:<name> or serviceaccount:<name>"
+					if perr, ok := err.(*principal.Error); ok {
+						if perr.Hint != "" {
+							hint = perr.Hint
+						}
+						d.l.ErrorHint(s.Pos, "invalid-principal", hint, "rate_limits: %s", perr.Problem)
+					} else {
+						d.l.ErrorHint(s.Pos, "invalid-principal", hint, "rate_limits: %v", err)
+					}
+				} else {
+					r.Principal = s
+				}
+			}
+		case "tool":
+			if s, ok := d.str(v, "tool"); ok {
+				if _, err := toolref.Parse(s.Value); err != nil {
+					d.l.Errorf(s.Pos, "invalid-tool-ref", "%v", err)
+				} else {
+					r.Tool = s
+				}
+			}
+		case "rate":
+			hint := "write requests per second, minute or hour: 5/s, 100/m or 1000/h"
+			if rn := d.resolve(v); rn != nil && rn.Kind == yaml.ScalarNode && rn.Tag == "!!int" {
+				d.l.ErrorHint(d.at(rn), "wrong-type", fmt.Sprintf("write it with a unit, such as %s/s or %s/m", rn.Value, rn.Value),
+					"rate %s has no unit", rn.Value)
+				return
+			}
+			if s, ok := d.str(v, "rate"); ok {
+				if count, per, ok := ParseRate(s.Value); ok {
+					r.Rate, r.Count, r.Per = s, count, per
+				} else {
+					d.l.ErrorHint(s.Pos, "invalid-value", hint, "rate %q is not a whole number from 1 to %d per s, m or h", s.Value, MaxRateCount)
+				}
+			}
+		case "burst":
+			r.Burst, burstOK = d.integer(v, "burst", 1, MaxBurst)
+		}
+	})
+	if !ok || !burstOK {
+		return r, false
+	}
+	switch {
+	case r.Principal.Set() && r.Tool.Set():
+		d.l.ErrorHint(r.Tool.Pos, "conflicting-fields", "write one entry per principal and one per tool",
+			"a rate limit applies to a principal or to a tool, not both")
+		return r, false
+	case !r.Principal.Set() && !r.Tool.Set():
+		if !d.hasKey(n, "principal") && !d.hasKey(n, "tool") {
+			d.l.ErrorHint(r.Pos, "missing-field", "add principal: user:<id>, group:<name> or serviceaccount:<name>, or tool: <tool reference>",
+				"rate limit names neither a principal nor a tool")
+		}
+		return r, false
+	}
+	return r, r.Rate.Set()
+}
+
+// hasKey reports whether the mapping n has key k.
+func (d *decoder) hasKey(n *yaml.Node, k string) bool {
+	n = d.resolve(n)
+	if n == nil || n.Kind != yaml.MappingNode {
+		return false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == k {
+			return true
+		}
+	}
+	return false
 }
 
 func (d *decoder) serviceAccount(n *yaml.Node) (ServiceAccount, bool) {

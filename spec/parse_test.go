@@ -423,6 +423,76 @@ func TestParseProjectRoles(t *testing.T) {
 	}
 }
 
+func TestParseRateLimits(t *testing.T) {
+	src := `project: p
+rate_limits:
+  - principal: group:contractors
+    rate: 5/s
+    burst: 10
+  - tool: mcp://notes.example.com/mcp
+    rate: 100/m
+  - principal: user:carol
+    rate: 30/h
+  - tool: tools/clock
+    rate: 2/s
+`
+	var l diag.List
+	p := ParseProjectConfig("lush.yaml", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	var got []string
+	for _, r := range p.RateLimits {
+		got = append(got, fmt.Sprintf("%s%s %d per %s burst %d", r.Principal.Value, r.Tool.Value, r.Count, r.Per, r.EffectiveBurst()))
+	}
+	want := "[group:contractors 5 per 1s burst 10 mcp://notes.example.com/mcp 100 per 1m0s burst 2 user:carol 30 per 1h0m0s burst 1 tools/clock 2 per 1s burst 2]"
+	if fmt.Sprint(got) != want {
+		t.Errorf("rate limits = %v, want %s", got, want)
+	}
+	if pos := p.RateLimits[0].Rate.Pos; pos != (diag.Pos{File: "lush.yaml", Line: 4, Col: 11}) {
+		t.Errorf("position of 5/s = %v", pos)
+	}
+	if r := p.RateLimits[0]; r.PerSecond() != 5 || r.DefaultBurst() != 5 {
+		t.Errorf("per second %v, default burst %d", r.PerSecond(), r.DefaultBurst())
+	}
+}
+
+func TestParseRateLimitErrors(t *testing.T) {
+	tests := []struct{ name, src, want string }{
+		{"both", "project: p\nrate_limits:\n  - {principal: user:a, tool: tools/x, rate: 1/s}\n",
+			"3:31 error conflicting-fields: a rate limit applies to a principal or to a tool, not both (write one entry per principal and one per tool)"},
+		{"neither", "project: p\nrate_limits:\n  - {rate: 1/s}\n",
+			"3:5 error missing-field: rate limit names neither a principal nor a tool (add principal: user:<id>, group:<name> or serviceaccount:<name>, or tool: <tool reference>)"},
+		{"no rate", "project: p\nrate_limits:\n  - {principal: user:a}\n", `3:5 error missing-field: rate limit is missing required field "rate"`},
+		{"rate without unit", "project: p\nrate_limits:\n  - {principal: user:a, rate: 5}\n",
+			"3:31 error wrong-type: rate 5 has no unit (write it with a unit, such as 5/s or 5/m)"},
+		{"bad unit", "project: p\nrate_limits:\n  - {principal: user:a, rate: 5/d}\n",
+			`3:31 error invalid-value: rate "5/d" is not a whole number from 1 to 1000000 per s, m or h (write requests per second, minute or hour: 5/s, 100/m or 1000/h)`},
+		{"zero rate", "project: p\nrate_limits:\n  - {principal: user:a, rate: 0/s}\n", `rate "0/s" is not a whole number from 1`},
+		{"fraction", "project: p\nrate_limits:\n  - {principal: user:a, rate: 0.5/s}\n", `rate "0.5/s" is not a whole number from 1`},
+		{"zero burst", "project: p\nrate_limits:\n  - {principal: user:a, rate: 1/s, burst: 0}\n",
+			"3:43 error invalid-value: burst must be a whole number from 1 to 1000000"},
+		{"burst not a number", "project: p\nrate_limits:\n  - {principal: user:a, rate: 1/s, burst: lots}\n", "burst must be a whole number, not a string"},
+		{"bad principal", "project: p\nrate_limits:\n  - {principal: admin:root, rate: 1/s}\n",
+			`3:17 error invalid-principal: rate_limits: principal "admin:root" has unknown kind "admin" (the kinds are user, group and serviceaccount)`},
+		{"bad tool", "project: p\nrate_limits:\n  - {tool: ftp://x, rate: 1/s}\n", "3:12 error invalid-tool-ref"},
+		{"unknown field", "project: p\nrate_limits:\n  - {principal: user:a, rate: 1/s, brust: 2}\n", `unknown field "brust" in rate limit (did you mean "burst"?)`},
+		{"not a list", "project: p\nrate_limits: {principal: user:a}\n", "rate_limits must be a list, not a mapping"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var l diag.List
+			p := ParseProjectConfig("lush.yaml", []byte(tt.src), &l)
+			if got := render(&l); !strings.Contains(got, tt.want) {
+				t.Errorf("diagnostics:\n%s\nwant containing %q", got, tt.want)
+			}
+			if p != nil && len(p.RateLimits) != 0 && tt.name != "unknown field" {
+				t.Errorf("invalid entry kept: %+v", p.RateLimits)
+			}
+		})
+	}
+}
+
 func TestParseLocalTool(t *testing.T) {
 	src := `description: Tells the time.
 command: ./clock.sh

@@ -11,6 +11,7 @@
 package spec
 
 import (
+	"math"
 	"time"
 
 	"github.com/lush-agents/lush/diag"
@@ -132,7 +133,43 @@ type ProjectConfig struct {
 	Credentials     []Credential
 	Authorization   Authorization
 	Roles           []Role // roles: project roles and the principals that hold them, in file order
+	RateLimits      []RateLimit
 }
+
+// RateLimit is one entry of lush.yaml rate_limits: a token bucket of Burst requests refilled at
+// Count requests per Per. A principal entry gives every caller it matches (the principal
+// itself, or a member of the group) a bucket of its own; a tool entry has one bucket per tool
+// reference, shared by all callers. Exactly one of Principal and Tool is set.
+type RateLimit struct {
+	Principal Scalar[string]
+	Tool      Scalar[string]
+	Rate      Scalar[string] // as written: N/s, N/m or N/h
+	Count     int            // N of Rate
+	Per       time.Duration  // the unit of Rate: a second, a minute or an hour
+	Burst     Scalar[int]    // unset: the default, DefaultBurst
+	Pos       diag.Pos
+}
+
+// PerSecond is the rate in requests per second.
+func (r RateLimit) PerSecond() float64 { return float64(r.Count) / r.Per.Seconds() }
+
+// DefaultBurst is the burst of a rate limit that gives none: the requests of one second,
+// rounded up, and at least 1.
+func (r RateLimit) DefaultBurst() int { return max(1, int(math.Ceil(r.PerSecond()))) }
+
+// EffectiveBurst is the burst written, or DefaultBurst.
+func (r RateLimit) EffectiveBurst() int {
+	if r.Burst.Set() {
+		return r.Burst.Value
+	}
+	return r.DefaultBurst()
+}
+
+// Limits of rate_limits.
+const (
+	MaxRateCount = 1_000_000
+	MaxBurst     = 1_000_000
+)
 
 // Role is one entry of lush.yaml roles: a project role (one of ProjectRoles) and the principals
 // that hold it. The principals are checked by the compiler, as ACL principals are.

@@ -187,6 +187,8 @@ type harnessOpts struct {
 	gw     func(*gateway.Config)
 	// scheduler, when set, runs the scheduler on a SQLite store in a temporary directory.
 	scheduler bool
+	// lushYAML is appended to the project's lush.yaml.
+	lushYAML string
 }
 
 // start builds the test project and serves it with a stack on loopback.
@@ -194,6 +196,16 @@ func start(t testing.TB, o harnessOpts) *harness {
 	t.Helper()
 	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
 	dir := project(t, url)
+	if o.lushYAML != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "lush.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteString("\n" + o.lushYAML); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
 	if o.model == nil {
 		m, err := scripted.New(scripts(t, defaultScripts))
 		if err != nil {
