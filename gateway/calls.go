@@ -79,7 +79,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
 	var cred *vault.Credential
 	var pre enforce.Precondition
-	if e.Local == nil && e.Agent == "" {
+	if e.Local == nil && e.Agent == "" && e.Builtin == "" {
 		pre = c.needCredential(e.Ref, &cred)
 	}
 	v := c.g.enforcer.DecideThen(ctx, in, pre)
@@ -112,6 +112,8 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 			Call: localtool.Call{ID: v.ID, Agent: c.agent, Principal: c.caller.ID}})
 	case e.Agent != "":
 		result, err = c.callAgent(ctx, e.Agent, p)
+	case e.Builtin != "":
+		result, err = c.g.runBuiltin(ctx, e.Builtin, p["arguments"])
 	default:
 		result, err = c.forwardCall(ctx, e, p, v.ID, cred)
 	}

@@ -35,6 +35,7 @@ type exposed struct {
 	Local    *manifest.Tool  // set for local tools
 	HasOut   bool            // the tool declares an outputSchema
 	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
+	Builtin  string          // set for builtin/<name> tools: the name
 
 	schemas schemas // compiled on first use (tools only)
 }
@@ -53,6 +54,10 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 		switch {
 		case t.Local != nil:
 			tools = append(tools, localTool(t))
+		case t.Kind == "builtin":
+			if e := builtinTool(t); e != nil {
+				tools = append(tools, e)
+			}
 		case t.Kind == "agent":
 			if e := agentTool(t, m); e != nil {
 				tools = append(tools, e)
@@ -80,8 +85,6 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 				}
 			}
 		}
-		// Built-in tools come with their server (a later release); until then they are not
-		// offered, and never reachable.
 	}
 	c.tools = uniqueNames(tools)
 	c.prompts = uniqueNames(prompts)

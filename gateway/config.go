@@ -41,6 +41,8 @@ type Config struct {
 	// ExtAuthz, when it names an address or a socket, serves Envoy's ext_authz Check with the
 	// same policy and decision log (docs/mesh.md).
 	ExtAuthz extauthz.Config `yaml:"ext_authz"`
+	// Builtins configures the tools built into Lush (builtin/shell).
+	Builtins BuiltinsConfig `yaml:"builtins"`
 }
 
 // UpstreamConfig tunes the connections to MCP servers.

@@ -31,6 +31,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/builtin/shell"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/identity"
@@ -81,6 +82,7 @@ type Gateway struct {
 	transport *mcphttp.Server
 	verify    *bundle.VerificationConfig
 	extAuthz  *extauthz.Server // nil unless ext_authz is configured
+	shell     *shell.Config    // builtin/shell
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -131,6 +133,15 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), catalogs: map[string]*catalog{}}
+	workspace := opts.ProjectDir
+	if workspace != "" {
+		if workspace, err = filepath.Abs(workspace); err != nil {
+			return nil, fmt.Errorf("project directory: %w", err)
+		}
+	}
+	if g.shell, err = cfg.Builtins.Shell.runner(workspace, os.Getenv); err != nil {
+		return nil, err
+	}
 	g.subs.init()
 	g.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
 		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})

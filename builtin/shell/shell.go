@@ -134,6 +134,9 @@ func FromEnv(getenv func(string) string, base Config) (Config, error) {
 	c := base
 	if v := getenv("SHELL_TOOL_MODE"); v != "" {
 		c.Mode = Mode(strings.ToLower(strings.TrimSpace(v)))
+		if !slices.Contains([]Mode{ModeOff, ModeAllowlist, ModeFull}, c.Mode) {
+			return base, fmt.Errorf("SHELL_TOOL_MODE: %q is not off, allowlist or full", v)
+		}
 	}
 	if v := getenv("SHELL_TOOL_ENABLED"); v != "" {
 		on, err := strconv.ParseBool(strings.TrimSpace(v))

@@ -1,0 +1,115 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/lush-agents/lush/builtin/shell"
+	"github.com/lush-agents/lush/manifest"
+)
+
+// BuiltinsConfig configures the tools built into Lush (builtin/<name> references). An agent can
+// call one only if its allowlist names it, and each call is decided like any other: the shell is
+// a destructive write, so it is stubbed unless live writes are on for builtin/shell and needs an
+// approval unless the project's authorization says otherwise.
+type BuiltinsConfig struct {
+	Shell ShellConfig `yaml:"shell"`
+}
+
+// ShellConfig is the builtin/shell tool's configuration (docs/gateway.md). The SHELL_TOOL_*
+// environment variables override it when the gateway starts.
+type ShellConfig struct {
+	Mode           string        `yaml:"mode"`             // off (default), allowlist or full
+	Allowed        []string      `yaml:"allowed_prefixes"` // allowlist: command prefixes, token by token
+	Roots          []string      `yaml:"roots"`            // working directories must resolve inside these; default the project
+	Timeout        time.Duration `yaml:"timeout"`          // default 30s
+	MaxTimeout     time.Duration `yaml:"max_timeout"`      // the most a call may ask for; default 5m
+	MaxOutput      int           `yaml:"max_output"`       // bytes; default 16 KiB
+	MaxOutputLimit int           `yaml:"max_output_limit"` // the most a call may ask for; default 1 MiB
+	Path           string        `yaml:"path"`             // PATH of the commands; default /usr/local/bin:/usr/bin:/bin
+}
+
+// runner returns the shell runner for the project at dir, with getenv's SHELL_TOOL_* applied.
+func (c ShellConfig) runner(dir string, getenv func(string) string) (*shell.Config, error) {
+	sc := shell.Config{Mode: shell.Mode(c.Mode), Allowed: c.Allowed, Roots: c.Roots, Dir: dir,
+		Timeout: c.Timeout, MaxTimeout: c.MaxTimeout, MaxOutput: c.MaxOutput, MaxOutputLimit: c.MaxOutputLimit}
+	if sc.Mode == "" {
+		sc.Mode = shell.ModeOff
+	}
+	if len(sc.Roots) == 0 && dir != "" {
+		sc.Roots = []string{dir}
+	}
+	if sc.MaxTimeout == 0 {
+		sc.MaxTimeout = 5 * time.Minute
+	}
+	if sc.MaxOutputLimit == 0 {
+		sc.MaxOutputLimit = 1 << 20
+	}
+	if c.Path != "" {
+		sc.Env = []string{"PATH=" + c.Path, "LANG=C.UTF-8"}
+	}
+	out, err := shell.FromEnv(getenv, sc)
+	if err != nil {
+		return nil, fmt.Errorf("gateway config: builtins.shell: %w", err)
+	}
+	return &out, nil
+}
+
+// shellInputSchema and shellOutputSchema describe builtin/shell to clients (seed 001's input).
+var (
+	shellInputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"cmd":{"type":"string","minLength":1,"description":"One command and its arguments. It runs without a shell: no pipes, redirects, ; or &&; quote arguments with spaces."},` +
+		`"cwd":{"type":"string","description":"Working directory, relative to the workspace (default: the workspace)."},` +
+		`"timeoutMs":{"type":"integer","minimum":1,"description":"Kill the command after this long (bounded by the server)."},` +
+		`"maxOutputChars":{"type":"integer","minimum":1,"description":"Keep at most this much output (bounded by the server)."}` +
+		`},"required":["cmd"],"additionalProperties":false}`)
+	shellOutputSchema = json.RawMessage(`{"type":"object","properties":{` +
+		`"ok":{"type":"boolean"},"exitCode":{"type":"integer"},"output":{"type":"string"},"truncated":{"type":"boolean"},` +
+		`"outputBytes":{"type":"integer"},"durationMs":{"type":"integer"},"timedOut":{"type":"boolean"},` +
+		`"error":{"type":"object","properties":{"code":{"type":"string"},"message":{"type":"string"}},"required":["code","message"]}` +
+		`},"required":["ok","exitCode","output","truncated","durationMs"]}`)
+)
+
+// builtinTool describes a builtin/<name> tool as an MCP tool, or nil for a built-in tool this
+// gateway does not serve yet (it is then not offered, and never reachable).
+func builtinTool(t *manifest.Tool) *exposed {
+	name := strings.TrimPrefix(t.Ref, "builtin/")
+	if name != "shell" {
+		return nil
+	}
+	raw, _ := json.Marshal(map[string]any{"name": name, "inputSchema": shellInputSchema, "outputSchema": shellOutputSchema,
+		"description": "Runs one command in the workspace, without a shell, and returns its exit code and output (truncated when long). " +
+			"Which commands may run and where is the server's configuration; a refusal says why."})
+	return &exposed{Name: name, Ref: t.Ref, Raw: raw, Builtin: name, HasOut: true}
+}
+
+// runBuiltin runs an allowed call of a built-in tool and returns its MCP result: the outcome as
+// structuredContent, a short text for models that read only content, isError when it did not
+// succeed.
+func (g *Gateway) runBuiltin(ctx context.Context, name string, arguments json.RawMessage) (json.RawMessage, error) {
+	if name != "shell" || g.shell == nil {
+		return nil, fmt.Errorf("built-in tool %q is not served by this gateway", name)
+	}
+	var req shell.Request
+	if len(arguments) > 0 && string(arguments) != "null" {
+		if err := json.Unmarshal(arguments, &req); err != nil {
+			return nil, fmt.Errorf("builtin/shell arguments: %v", err)
+		}
+	}
+	res := g.shell.Run(ctx, req)
+	var text string
+	switch {
+	case res.Error != nil:
+		text = fmt.Sprintf("%s: %s", res.Error.Code, res.Error.Message)
+		if res.Output != "" {
+			text += "\n" + res.Output
+		}
+	default:
+		text = fmt.Sprintf("exit code %d (%d ms)\n%s", res.ExitCode, res.DurationMs, res.Output)
+	}
+	return json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}},
+		"structuredContent": res, "isError": !res.OK})
+}

@@ -1,0 +1,175 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/test/mcpserver"
+)
+
+// shellHarness serves a project whose assistant may use builtin/shell (group:eng holds a write
+// grant). approvals sets authorization.approval_required_for (nil: the default, destructive).
+func shellHarness(t *testing.T, cfg gateway.Config, approvals []string) *harness {
+	t.Helper()
+	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	h := &harness{t: t, rec: rec, url: url}
+	extra := "  - tool: builtin/shell\n    grants:\n      - {principal: group:eng, access: write}\n"
+	if approvals != nil {
+		extra += "authorization:\n  approval_required_for: [" + strings.Join(approvals, ", ") + "]\n"
+	}
+	h.dir = project(t, url, extra)
+	p := filepath.Join(h.dir, "agents/assistant/spec.yaml")
+	spec, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(p, []byte(strings.Replace(string(spec), "acl:\n", "  - name: builtin/shell\n    access: write\nacl:\n", 1)), 0o644)
+	os.MkdirAll(filepath.Join(h.dir, "work"), 0o755)
+	h.serve(cfg)
+	return h
+}
+
+// shellResult is builtin/shell's structuredContent.
+type shellResult struct {
+	OK        bool   `json:"ok"`
+	ExitCode  int    `json:"exitCode"`
+	Output    string `json:"output"`
+	Truncated bool   `json:"truncated"`
+	Error     *struct {
+		Code string `json:"code"`
+	} `json:"error"`
+}
+
+func structured(t *testing.T, res *mcp.CallToolResult) shellResult {
+	t.Helper()
+	data, _ := json.Marshal(res.StructuredContent)
+	var out shellResult
+	if err := json.Unmarshal(data, &out); err != nil || res.StructuredContent == nil {
+		t.Fatalf("no structured result: %s %v (%s)", data, err, text(res))
+	}
+	return out
+}
+
+func TestBuiltinShell(t *testing.T) {
+	cfg := gateway.Config{Builtins: gateway.BuiltinsConfig{Shell: gateway.ShellConfig{Mode: "allowlist", Allowed: []string{"echo", "pwd", "touch"}}}}
+	cfg.LiveWrites.Tools = []string{"builtin/shell"}
+	h := shellHarness(t, cfg, []string{})
+	alice := h.client("assistant", aliceKey)
+	if names := toolNames(t, alice); !strings.Contains(strings.Join(names, ","), "shell") {
+		t.Fatalf("tools/list: %v", names)
+	}
+	for _, tc := range []struct {
+		name string
+		args map[string]any
+		ok   bool
+		code string // the shell's error code
+		out  string
+	}{
+		{"allowed", map[string]any{"cmd": "echo hello world"}, true, "", "hello world"},
+		{"in a subdirectory", map[string]any{"cmd": "pwd", "cwd": "work"}, true, "", "/work"},
+		{"not allowed", map[string]any{"cmd": "rm -rf work"}, false, "not_allowed", ""},
+		{"injection", map[string]any{"cmd": "echo x; rm -rf work"}, false, "syntax", ""},
+		{"outside the project", map[string]any{"cmd": "pwd", "cwd": "../.."}, false, "cwd", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := callTool(t, alice, "shell", tc.args)
+			got := structured(t, res)
+			code := ""
+			if got.Error != nil {
+				code = got.Error.Code
+			}
+			if got.OK != tc.ok || res.IsError == tc.ok || code != tc.code || !strings.Contains(got.Output, tc.out) {
+				t.Fatalf("%+v isError=%v %q", got, res.IsError, text(res))
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "work")); err != nil {
+		t.Fatal("a refused command ran")
+	}
+	// Arguments that do not match the tool's schema never reach the shell.
+	res := callTool(t, alice, "shell", map[string]any{"cmd": 5})
+	if !res.IsError || !strings.Contains(text(res), "lush.schema.invalid_arguments") && !strings.Contains(text(res), "input schema") {
+		t.Errorf("bad arguments: %s", text(res))
+	}
+	// Every command is in the log: allowed by the decision, with its exit code, duration and
+	// truncation flag in the completion.
+	recs := h.events(decisionlog.Filter{Tool: "builtin/shell", Action: "tools/call"})
+	var ran int
+	for _, r := range recs {
+		if r.Completion == nil {
+			continue
+		}
+		ran++
+		var body struct {
+			StructuredContent map[string]any `json:"structuredContent"`
+		}
+		json.Unmarshal(r.Completion.Response, &body)
+		for _, k := range []string{"exitCode", "durationMs", "truncated"} {
+			if _, ok := body.StructuredContent[k]; !ok {
+				t.Errorf("completion of %s lacks %s: %s", r.Event.DecisionID, k, r.Completion.Response)
+			}
+		}
+	}
+	if ran != 5 {
+		t.Errorf("%d completed shell calls in the log, want 5", ran)
+	}
+}
+
+// TestBuiltinShellIsAWrite: without live writes the command is stubbed, and by default (a
+// destructive tool) it needs an approval; either way nothing runs.
+func TestBuiltinShellIsAWrite(t *testing.T) {
+	shellCfg := gateway.ShellConfig{Mode: "allowlist", Allowed: []string{"touch"}}
+	for _, tc := range []struct {
+		name      string
+		live      bool
+		approvals []string
+		want      string
+	}{
+		{"stubbed", false, []string{}, "NOT executed"},
+		{"approval", true, nil, "approval"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := gateway.Config{Builtins: gateway.BuiltinsConfig{Shell: shellCfg}}
+			if tc.live {
+				cfg.LiveWrites.Tools = []string{"builtin/shell"}
+			}
+			h := shellHarness(t, cfg, tc.approvals)
+			res := callTool(t, h.client("assistant", aliceKey), "shell", map[string]any{"cmd": "touch created"})
+			if !strings.Contains(text(res), tc.want) {
+				t.Errorf("%s", text(res))
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "created")); err == nil {
+				t.Error("the command ran")
+			}
+		})
+	}
+}
+
+func TestBuiltinShellConfig(t *testing.T) {
+	t.Setenv("SHELL_TOOL_MODE", "off")
+	cfg := gateway.Config{Builtins: gateway.BuiltinsConfig{Shell: gateway.ShellConfig{Mode: "full"}}}
+	cfg.LiveWrites.Tools = []string{"builtin/shell"}
+	h := shellHarness(t, cfg, []string{})
+	got := structured(t, callTool(t, h.client("assistant", aliceKey), "shell", map[string]any{"cmd": "echo x"}))
+	if got.OK || got.Error == nil || got.Error.Code != "disabled" {
+		t.Errorf("SHELL_TOOL_MODE=off: %+v", got)
+	}
+	t.Setenv("SHELL_TOOL_MODE", "sometimes")
+	auth, err := identity.New(context.Background(), identity.Config{APIKeys: []identity.APIKeyConfig{{Name: "a", SHA256: sha(aliceKey), Principal: "user:alice"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auth.Close()
+	if _, err := gateway.New(cfg, gateway.Options{Log: h.log, Auth: auth}); err == nil || !strings.Contains(err.Error(), "SHELL_TOOL_MODE") {
+		t.Errorf("a bad SHELL_TOOL_MODE: %v", err)
+	}
+}
