@@ -121,6 +121,10 @@ func (b *build) manifest() *manifest.Manifest {
 				at.Only = append(at.Only, nt.Name.Value)
 			}
 			at.Only = sortedUnique(at.Only)
+			for _, p := range e.Paths {
+				at.Paths = append(at.Paths, p.Value)
+			}
+			at.Paths = sortedUnique(at.Paths)
 			ma.Tools = append(ma.Tools, at)
 		}
 		slices.SortFunc(ma.Tools, func(a, b manifest.AllowedTool) int { return strings.Compare(a.Ref, b.Ref) })

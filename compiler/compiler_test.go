@@ -419,7 +419,7 @@ func TestCheckedProblems(t *testing.T) {
 			os.Chmod(filepath.Join(dir, "tools/spare/run"), 0o755)
 		}, "unused-tool", false},
 		{"builtin access", func(dir string) {
-			appendYAML(t, dir, "agents/notifier/spec.yaml", "tools:\n  - name: builtin/file_write\n    access: write\n")
+			appendYAML(t, dir, "agents/notifier/spec.yaml", "tools:\n  - name: builtin/file_write\n    access: write\n    paths: [data]\n")
 			appendYAML(t, dir, "lush.yaml", "tool_classes:\n  builtin/file_write: read\n")
 		}, "builtin-class", true},
 		{"credential type", func(dir string) {
@@ -490,5 +490,41 @@ func appendYAML(t *testing.T, dir, rel, s string) {
 	}
 	if err := os.WriteFile(p, []byte(strings.Join(out, "\n")+"\n"+s), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestFileToolPaths checks that the manifest carries a file tool's paths: normalized, sorted
+// and unique, and that other tools carry none (so their manifests keep their hash).
+func TestFileToolPaths(t *testing.T) {
+	dir := t.TempDir()
+	copyTree(t, quickstart, dir, false)
+	appendYAML(t, dir, "agents/notifier/spec.yaml", "tools:\n  - server: mcp://notes.example.com/mcp\n    access: write\n  - name: tools/clock\n    access: read\n"+
+		"  - name: builtin/file_read\n    access: read\n    paths: [./docs/public/, data, data/., \"docs//public\", .]\n"+
+		"  - name: builtin/file_write\n    access: write\n    paths: [drafts/]\n")
+	res := build(t, dir)
+	a, ok := res.Manifest.Agent("notifier")
+	if !ok {
+		t.Fatal("no agent notifier")
+	}
+	got := map[string][]string{}
+	for _, at := range a.Tools {
+		got[at.Ref] = at.Paths
+	}
+	want := map[string][]string{
+		"builtin/file_read":           {".", "data", "docs/public"},
+		"builtin/file_write":          {"drafts"},
+		"tools/clock":                 nil,
+		"mcp://notes.example.com/mcp": nil,
+	}
+	for ref, w := range want {
+		if g, ok := got[ref]; !ok || !slices.Equal(g, w) {
+			t.Errorf("%s paths = %q, want %q", ref, g, w)
+		}
+	}
+	if n := strings.Count(string(res.ManifestJSON), `"paths":`); n != 2 {
+		t.Errorf("manifest JSON paths:\n%s", res.ManifestJSON)
+	}
+	if _, err := manifest.Decode(res.ManifestJSON, res.Hash); err != nil {
+		t.Error(err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lush-agents/lush/builtin/files"
 	"github.com/lush-agents/lush/builtin/shell"
 	"github.com/lush-agents/lush/manifest"
 )
@@ -73,25 +74,57 @@ var (
 		`},"required":["ok","exitCode","output","truncated","durationMs"]}`)
 )
 
-// builtinTool describes a builtin/<name> tool as an MCP tool, or nil for a built-in tool this
-// gateway does not serve yet (it is then not offered, and never reachable).
-func builtinTool(t *manifest.Tool) *exposed {
+// The file tools' schemas (seed 003).
+var (
+	fileInputSchemas = map[string]json.RawMessage{
+		"file_read": json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,` +
+			`"description":"The file, relative to the project."}},"required":["path"],"additionalProperties":false}`),
+		"file_write": json.RawMessage(`{"type":"object","properties":{"path":{"type":"string","minLength":1,` +
+			`"description":"The file, relative to the project; missing directories are made."},"content":{"type":"string"},` +
+			`"append":{"type":"boolean","description":"Add to the end instead of replacing."}},"required":["path","content"],"additionalProperties":false}`),
+		"file_list": json.RawMessage(`{"type":"object","properties":{"path":{"type":"string",` +
+			`"description":"The directory, relative to the project."}},"required":["path"],"additionalProperties":false}`),
+	}
+	fileOutputSchema = json.RawMessage(`{"type":"object","properties":{"ok":{"type":"boolean"},"path":{"type":"string"},` +
+		`"content":{"type":"string"},"size":{"type":"integer"},"truncated":{"type":"boolean"},"entries":{"type":"array"},` +
+		`"error":{"type":"object","properties":{"code":{"type":"string"},"message":{"type":"string"}},"required":["code","message"]}},` +
+		`"required":["ok"]}`)
+	fileDescriptions = map[string]string{
+		"file_read":  "Reads a text file of the project (the first MiB).",
+		"file_write": "Writes (or appends to) a text file of the project.",
+		"file_list":  "Lists a directory of the project: names, types and sizes.",
+	}
+)
+
+// builtinTool describes a builtin/<name> tool of an agent's allowlist entry as an MCP tool, or
+// nil for one this gateway does not serve (it is then not offered, and never reachable).
+func builtinTool(t *manifest.Tool, at manifest.AllowedTool) *exposed {
 	name := strings.TrimPrefix(t.Ref, "builtin/")
-	if name != "shell" {
+	obj := map[string]any{"name": name}
+	switch {
+	case name == "shell":
+		obj["inputSchema"], obj["outputSchema"] = shellInputSchema, shellOutputSchema
+		obj["description"] = "Runs one command in the workspace, without a shell, and returns its exit code and output (truncated when long). " +
+			"Which commands may run and where is the server's configuration; a refusal says why."
+	case fileInputSchemas[name] != nil:
+		obj["inputSchema"], obj["outputSchema"] = fileInputSchemas[name], fileOutputSchema
+		obj["description"] = fileDescriptions[name] + " Only under: " + strings.Join(at.Paths, ", ") + "."
+	default:
 		return nil
 	}
-	raw, _ := json.Marshal(map[string]any{"name": name, "inputSchema": shellInputSchema, "outputSchema": shellOutputSchema,
-		"description": "Runs one command in the workspace, without a shell, and returns its exit code and output (truncated when long). " +
-			"Which commands may run and where is the server's configuration; a refusal says why."})
-	return &exposed{Name: name, Ref: t.Ref, Raw: raw, Builtin: name, HasOut: true}
+	raw, _ := json.Marshal(obj)
+	return &exposed{Name: name, Ref: t.Ref, Raw: raw, Builtin: name, Paths: at.Paths, HasOut: true}
 }
 
 // runBuiltin runs an allowed call of a built-in tool and returns its MCP result: the outcome as
 // structuredContent, a short text for models that read only content, isError when it did not
 // succeed.
-func (g *Gateway) runBuiltin(ctx context.Context, name string, arguments json.RawMessage) (json.RawMessage, error) {
-	if name != "shell" || g.shell == nil {
-		return nil, fmt.Errorf("built-in tool %q is not served by this gateway", name)
+func (g *Gateway) runBuiltin(ctx context.Context, e *exposed, arguments json.RawMessage) (json.RawMessage, error) {
+	if e.Builtin != "shell" {
+		return g.runFileTool(e, arguments)
+	}
+	if g.shell == nil {
+		return nil, fmt.Errorf("built-in tool %q is not served by this gateway", e.Builtin)
 	}
 	var req shell.Request
 	if len(arguments) > 0 && string(arguments) != "null" {
@@ -109,6 +142,53 @@ func (g *Gateway) runBuiltin(ctx context.Context, name string, arguments json.Ra
 		}
 	default:
 		text = fmt.Sprintf("exit code %d (%d ms)\n%s", res.ExitCode, res.DurationMs, res.Output)
+	}
+	return json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}},
+		"structuredContent": res, "isError": !res.OK})
+}
+
+// runFileTool runs file_read, file_write or file_list in the project, confined to the paths the
+// agent's allowlist entry gives the tool.
+func (g *Gateway) runFileTool(e *exposed, arguments json.RawMessage) (json.RawMessage, error) {
+	var req struct {
+		Path    string `json:"path"`
+		Content string `json:"content"`
+		Append  bool   `json:"append"`
+	}
+	if len(arguments) > 0 && string(arguments) != "null" {
+		if err := json.Unmarshal(arguments, &req); err != nil {
+			return nil, fmt.Errorf("builtin/%s arguments: %v", e.Builtin, err)
+		}
+	}
+	if g.workspace == "" || len(e.Paths) == 0 {
+		return nil, fmt.Errorf("builtin/%s has no project directory or no paths to work in", e.Builtin)
+	}
+	sb := &files.Sandbox{Root: g.workspace, Allowed: e.Paths}
+	var res files.Result
+	switch e.Builtin {
+	case "file_read":
+		res = sb.Read(req.Path)
+	case "file_write":
+		res = sb.Write(req.Path, req.Content, req.Append)
+	case "file_list":
+		res = sb.List(req.Path)
+	default:
+		return nil, fmt.Errorf("built-in tool %q is not served by this gateway", e.Builtin)
+	}
+	var text string
+	switch {
+	case res.Error != nil:
+		text = res.Error.Code + ": " + res.Error.Message
+	case res.Content != nil:
+		text = *res.Content
+	case res.Entries != nil:
+		var b strings.Builder
+		for _, en := range res.Entries {
+			fmt.Fprintf(&b, "%s\t%s\t%d\n", en.Type, en.Name, en.Size)
+		}
+		text = b.String()
+	default:
+		text = fmt.Sprintf("wrote %s (%d bytes)", res.Path, res.Size)
 	}
 	return json.Marshal(map[string]any{"content": []map[string]any{{"type": "text", "text": text}},
 		"structuredContent": res, "isError": !res.OK})

@@ -173,3 +173,64 @@ func TestBuiltinShellConfig(t *testing.T) {
 		t.Errorf("a bad SHELL_TOOL_MODE: %v", err)
 	}
 }
+
+// TestBuiltinFileTools: the file tools work inside the paths the agent's allowlist gives each of
+// them and refuse everything else; file_write is a write (live here).
+func TestBuiltinFileTools(t *testing.T) {
+	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	h := &harness{t: t, rec: rec, url: url}
+	extra := ""
+	for _, g := range []string{"file_read read", "file_write write", "file_list read"} {
+		name, access, _ := strings.Cut(g, " ")
+		extra += "  - tool: builtin/" + name + "\n    grants:\n      - {principal: group:eng, access: " + access + "}\n"
+	}
+	h.dir = project(t, url, extra)
+	p := filepath.Join(h.dir, "agents/assistant/spec.yaml")
+	spec, _ := os.ReadFile(p)
+	os.WriteFile(p, []byte(strings.Replace(string(spec), "acl:\n", `  - name: builtin/file_read
+    access: read
+    paths: [data]
+  - name: builtin/file_write
+    access: write
+    paths: [drafts]
+  - name: builtin/file_list
+    access: read
+    paths: [data]
+acl:
+`, 1)), 0o644)
+	for rel, content := range map[string]string{"data/q3.md": "revenue +4%", "secret/key.txt": "s3cr3t"} {
+		os.MkdirAll(filepath.Join(h.dir, filepath.Dir(rel)), 0o755)
+		os.WriteFile(filepath.Join(h.dir, rel), []byte(content), 0o644)
+	}
+	os.Symlink(filepath.Join(h.dir, "secret"), filepath.Join(h.dir, "data", "linked"))
+	cfg := gateway.Config{}
+	cfg.LiveWrites.Tools = []string{"builtin/file_write"}
+	h.serve(cfg)
+	alice := h.client("assistant", aliceKey)
+	for _, tc := range []struct {
+		tool string
+		args map[string]any
+		ok   bool
+		want string // in the text
+	}{
+		{"file_read", map[string]any{"path": "data/q3.md"}, true, "revenue +4%"},
+		{"file_read", map[string]any{"path": "secret/key.txt"}, false, "outside"},
+		{"file_read", map[string]any{"path": "data/linked/key.txt"}, false, "outside"},
+		{"file_read", map[string]any{"path": "data/../secret/key.txt"}, false, "invalid_path"},
+		{"file_list", map[string]any{"path": "data"}, true, "q3.md"},
+		{"file_list", map[string]any{"path": "."}, false, "outside"},
+		{"file_write", map[string]any{"path": "drafts/digest.md", "content": "Q3: +4%"}, true, "wrote drafts/digest.md"},
+		{"file_write", map[string]any{"path": "data/q3.md", "content": "changed"}, false, "outside"},
+	} {
+		res := callTool(t, alice, tc.tool, tc.args)
+		if res.IsError == tc.ok || !strings.Contains(text(res), tc.want) || strings.Contains(text(res), "s3cr3t") {
+			t.Errorf("%s %v: isError=%v %q", tc.tool, tc.args, res.IsError, text(res))
+		}
+	}
+	if data, err := os.ReadFile(filepath.Join(h.dir, "drafts/digest.md")); err != nil || string(data) != "Q3: +4%" {
+		t.Errorf("the written file: %q %v", data, err)
+	}
+	if data, _ := os.ReadFile(filepath.Join(h.dir, "data/q3.md")); string(data) != "revenue +4%" {
+		t.Error("a file outside file_write's paths was changed")
+	}
+}

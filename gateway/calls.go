@@ -113,7 +113,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	case e.Agent != "":
 		result, err = c.callAgent(ctx, e.Agent, p)
 	case e.Builtin != "":
-		result, err = c.g.runBuiltin(ctx, e.Builtin, p["arguments"])
+		result, err = c.g.runBuiltin(ctx, e, p["arguments"])
 	default:
 		result, err = c.forwardCall(ctx, e, p, v.ID, cred)
 	}

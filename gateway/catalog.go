@@ -36,6 +36,7 @@ type exposed struct {
 	HasOut   bool            // the tool declares an outputSchema
 	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
 	Builtin  string          // set for builtin/<name> tools: the name
+	Paths    []string        // file tools: the project-relative paths the agent's allowlist gives them
 
 	schemas schemas // compiled on first use (tools only)
 }
@@ -55,7 +56,7 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 		case t.Local != nil:
 			tools = append(tools, localTool(t))
 		case t.Kind == "builtin":
-			if e := builtinTool(t); e != nil {
+			if e := builtinTool(t, at); e != nil {
 				tools = append(tools, e)
 			}
 		case t.Kind == "agent":

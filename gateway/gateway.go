@@ -83,6 +83,7 @@ type Gateway struct {
 	verify    *bundle.VerificationConfig
 	extAuthz  *extauthz.Server // nil unless ext_authz is configured
 	shell     *shell.Config    // builtin/shell
+	workspace string           // the project directory, absolute: where built-in tools work
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -139,6 +140,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 			return nil, fmt.Errorf("project directory: %w", err)
 		}
 	}
+	g.workspace = workspace
 	if g.shell, err = cfg.Builtins.Shell.runner(workspace, os.Getenv); err != nil {
 		return nil, err
 	}

@@ -98,6 +98,11 @@ type AllowedTool struct {
 	Ref    string   `json:"ref"`
 	Access string   `json:"access"`
 	Only   []string `json:"only,omitempty"` // named tools of an MCP server; empty means all
+	// Paths confine a file tool (builtin/file_read, builtin/file_write, builtin/file_list) to
+	// these project-relative directories or files: clean slash paths, sorted and unique, never
+	// absolute, never containing "..", never inside .git or .lush; "." is the whole project.
+	// Set for the file tools, empty for every other tool.
+	Paths []string `json:"paths,omitempty"`
 }
 
 // ACLEntry gives a principal a role.

@@ -1,6 +1,7 @@
 package spec
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"slices"
@@ -21,7 +22,7 @@ const maxCallTimeout = time.Hour
 
 var (
 	agentFields      = []string{"name", "model", "description", "tools", "skills", "acl"}
-	toolEntryFields  = []string{"server", "name", "access", "tools"}
+	toolEntryFields  = []string{"server", "name", "access", "tools", "paths"}
 	namedToolFields  = []string{"name", "access", "risk"}
 	classFields      = []string{"access", "risk"}
 	aclFields        = []string{"principal", "role"}
@@ -93,7 +94,7 @@ func (d *decoder) name(n *yaml.Node, kind, want, rename, where string) Scalar[st
 func (d *decoder) toolEntry(n *yaml.Node) (ToolEntry, bool) {
 	e := ToolEntry{Pos: d.at(n)}
 	var key string
-	var only *yaml.Node
+	var only, paths *yaml.Node
 	ok := d.fields(n, "tools entry", toolEntryFields, []string{"access"}, func(k string, v *yaml.Node) {
 		switch k {
 		case "server", "name":
@@ -108,6 +109,8 @@ func (d *decoder) toolEntry(n *yaml.Node) (ToolEntry, bool) {
 			e.Access, _ = d.enum(v, "access", AccessLevels)
 		case "tools":
 			only = v
+		case "paths":
+			paths = v
 		}
 	})
 	if !ok {
@@ -142,7 +145,50 @@ func (d *decoder) toolEntry(n *yaml.Node) (ToolEntry, bool) {
 			})
 		}
 	}
+	d.toolPaths(&e, ref, paths)
 	return e, true
+}
+
+// toolPaths decodes the paths: of a file tool's entry, which file tools require and other tools
+// may not have. Each path is normalized with CleanPath.
+func (d *decoder) toolPaths(e *ToolEntry, ref toolref.Ref, n *yaml.Node) {
+	if !IsFileTool(ref.String()) {
+		if n != nil {
+			d.l.ErrorHint(d.at(n), "paths-not-file-tool", "remove paths: from this entry; it applies to "+strings.Join(FileTools, ", "),
+				"paths: applies to the file tools only, not %s", ref)
+		}
+		return
+	}
+	verb := strings.TrimPrefix(ref.Name, "file_")
+	if n == nil {
+		d.l.ErrorHint(e.Ref.Pos, "missing-paths", "add paths: such as [data], or [.] for the whole project",
+			"%s needs paths: the directories it may %s, relative to the project", ref, verb)
+		return
+	}
+	e.PathsPos = d.at(n)
+	items := 0
+	ok := d.seq(n, "paths", func(item *yaml.Node) {
+		items++
+		s, ok := d.str(item, "each item of paths")
+		if !ok {
+			return
+		}
+		c, err := CleanPath(s.Value)
+		if err != nil {
+			var pe *PathError
+			if errors.As(err, &pe) {
+				d.l.ErrorHint(s.Pos, "invalid-path", pe.Hint, "%s", pe.Msg)
+			} else {
+				d.l.Errorf(s.Pos, "invalid-path", "%v", err)
+			}
+			return
+		}
+		e.Paths = append(e.Paths, Scalar[string]{Value: c, Pos: s.Pos})
+	})
+	if ok && items == 0 {
+		d.l.ErrorHint(e.PathsPos, "missing-paths", "list the directories it may "+verb+", such as [data], or [.] for the whole project",
+			"paths: of %s is empty", ref)
+	}
 }
 
 func (d *decoder) namedTool(n *yaml.Node) (NamedTool, bool) {

@@ -71,6 +71,52 @@ func TestParseAgent(t *testing.T) {
 	}
 }
 
+func TestParseFileToolPaths(t *testing.T) {
+	src := "name: a\nmodel: m\ndescription: d\ntools:\n" +
+		"  - name: builtin/file_read\n    access: read\n    paths: [data, ./docs/public/, \"docs//public\", data/.]\n" +
+		"  - name: builtin/file_write\n    access: write\n    paths:\n      - drafts\n" +
+		"  - name: builtin/file_list\n    access: read\n    paths: [.]\n"
+	var l diag.List
+	a := ParseAgent("agents/a/spec.yaml", "a", []byte(src), &l)
+	if got := render(&l); got != "" {
+		t.Fatalf("diagnostics:\n%s", got)
+	}
+	var got [][]string
+	for _, e := range a.Tools {
+		var ps []string
+		for _, p := range e.Paths {
+			ps = append(ps, p.Value)
+		}
+		got = append(got, ps)
+	}
+	want := fmt.Sprint([][]string{{"data", "docs/public", "docs/public", "data"}, {"drafts"}, {"."}})
+	if fmt.Sprint(got) != want {
+		t.Errorf("paths = %v, want %v", got, want)
+	}
+	if p := a.Tools[0].Paths[1].Pos; p != (diag.Pos{File: "agents/a/spec.yaml", Line: 7, Col: 19}) {
+		t.Errorf("pos of the second path = %v", p)
+	}
+}
+
+func TestCleanPath(t *testing.T) {
+	for in, want := range map[string]string{
+		".": ".", "./": ".", "data": "data", "data/": "data", "./data//x/./y/": "data/x/y",
+		".github": ".github", "x/.lush": "x/.lush", ".lushrc": ".lushrc", "..x": "..x",
+	} {
+		if got, err := CleanPath(in); err != nil || got != want {
+			t.Errorf("CleanPath(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", " ", "/", "/data", "C:/data", `C:\data`, `a\b`, "..", "../x", "a/..", "a/../b",
+		"a\x00b", "a\nb", " data", "data ", ".git", ".git/hooks", "./.lush", ".lush/secrets", ".LUSH", ".Git/config"} {
+		if got, err := CleanPath(in); err == nil {
+			t.Errorf("CleanPath(%q) = %q, want an error", in, got)
+		} else if pe, ok := err.(*PathError); !ok || pe.Hint == "" || !strings.Contains(pe.Msg, fmt.Sprintf("%q", in)) {
+			t.Errorf("CleanPath(%q): error %#v must be a PathError naming the path, with a hint", in, err)
+		}
+	}
+}
+
 func TestParseAgentErrors(t *testing.T) {
 	tests := []struct {
 		name, dir, src, want string
@@ -101,6 +147,32 @@ func TestParseAgentErrors(t *testing.T) {
 			`remote MCP servers are named mcp://x.example.com/mcp`},
 		{"narrowing a single tool", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n    access: read\n    tools: [x]\n",
 			`7:12 error narrowing-single-tool`},
+		{"paths on a server", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: lush://b\n    access: read\n    paths: [data]\n",
+			`7:12 error paths-not-file-tool: paths: applies to the file tools only, not lush://b (remove paths: from this entry; it applies to builtin/file_list, builtin/file_read, builtin/file_write)`},
+		{"paths on shell", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/shell\n    access: write\n    paths: [data]\n",
+			`7:12 error paths-not-file-tool: paths: applies to the file tools only, not builtin/shell`},
+		{"file tool without paths", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n",
+			`5:11 error missing-paths: builtin/file_read needs paths: the directories it may read, relative to the project (add paths: such as [data], or [.] for the whole project)`},
+		{"file tool with empty paths", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_list\n    access: read\n    paths: []\n",
+			`7:12 error missing-paths: paths: of builtin/file_list is empty`},
+		{"paths not a list", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_write\n    access: write\n    paths: data\n",
+			`7:12 error wrong-type: paths must be a list, not a string`},
+		{"absolute path", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [/etc]\n",
+			`7:13 error invalid-path: path "/etc" is absolute; paths are relative to the project (write it relative to the project directory, such as "etc")`},
+		{"dot-dot path", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [data/../../x]\n",
+			`7:13 error invalid-path: path "data/../../x" contains ".."`},
+		{"dot-dot that cleans away", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [data/../docs]\n",
+			`7:13 error invalid-path: path "data/../docs" contains ".."`},
+		{"backslash", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: ['data\\x']\n",
+			`7:13 error invalid-path: path "data\\x" contains a backslash (separate directories with /: "data/x")`},
+		{"NUL", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [\"da\\0ta\"]\n",
+			`7:13 error invalid-path: path "da\x00ta" contains a control character`},
+		{"empty path", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [\"\"]\n",
+			`7:13 error empty-value: each item of paths is empty`},
+		{".lush", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_read\n    access: read\n    paths: [./.lush/secrets]\n",
+			`7:13 error invalid-path: path "./.lush/secrets" is inside .lush, which holds the build output and secrets`},
+		{".git", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - name: builtin/file_write\n    access: write\n    paths: [data, .git]\n",
+			`7:19 error invalid-path: path ".git" is inside .git, which holds the repository`},
 		{"bad class", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: mcp://npx/x\n    access: read\n    tools:\n      - name: t\n        access: write\n        risk: read\n",
 			`10:15 error inconsistent-class: a tool with access write cannot have risk read`},
 		{"bad tool name", "a", "name: a\nmodel: m\ndescription: d\ntools:\n  - server: mcp://npx/x\n    access: read\n    tools: [\"a b\"]\n",

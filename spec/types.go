@@ -91,7 +91,11 @@ type ToolEntry struct {
 	Ref    Scalar[string] // the tool reference, from "server:" or "name:"
 	Access Scalar[string] // the highest access the agent gets to the tool
 	Only   []NamedTool    // "tools:": narrows an MCP server to these tools
-	Pos    diag.Pos
+	// Paths are the "paths:" of a file tool (see FileTools): project-relative directories or
+	// files, normalized by CleanPath, in the order written; duplicates are kept.
+	Paths    []Scalar[string]
+	PathsPos diag.Pos // where "paths:" is; zero without it
+	Pos      diag.Pos
 }
 
 // NamedTool is one tool of an MCP server named in an allowlist entry, optionally classified.

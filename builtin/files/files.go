@@ -26,6 +26,9 @@ const (
 	DefaultMaxEntries = 1000
 )
 
+// reserved are the project's directories no file tool may touch.
+var reserved = []string{".lush", ".git"}
+
 // Sandbox is where the file tools may act.
 type Sandbox struct {
 	Root       string   // the project directory, absolute
@@ -241,7 +244,13 @@ func (s *Sandbox) resolve(path string, forWrite bool) (real, rel string, err err
 	if rel, err = filepath.Rel(root, real); err != nil {
 		return "", "", err
 	}
-	return real, filepath.ToSlash(rel), nil
+	rel = filepath.ToSlash(rel)
+	// Lush's own files (the decision log, keys, local credentials) and the repository's are never
+	// a file tool's, even under `paths: [.]`.
+	if first, _, _ := strings.Cut(rel, "/"); slices.Contains(reserved, strings.ToLower(first)) {
+		return "", "", refuse("outside", "%s is in %s, which the file tools never touch", path, first)
+	}
+	return real, rel, nil
 }
 
 // realPathOfNew resolves the longest existing prefix of full and appends the rest.

@@ -152,3 +152,28 @@ func FuzzPaths(f *testing.F) {
 		}
 	})
 }
+
+// TestReservedDirectories: .lush (decision log, keys, credentials) and .git stay out of reach,
+// even when the whole project is allowed.
+func TestReservedDirectories(t *testing.T) {
+	s := project(t)
+	s.Allowed = []string{"."}
+	os.MkdirAll(filepath.Join(s.Root, ".lush"), 0o700)
+	os.WriteFile(filepath.Join(s.Root, ".lush/credentials.local"), []byte("tok3n"), 0o600)
+	os.MkdirAll(filepath.Join(s.Root, ".git"), 0o755)
+	os.Symlink(filepath.Join(s.Root, ".lush"), filepath.Join(s.Root, "data/lush-link"))
+	for _, p := range []string{".lush/credentials.local", ".LUSH/credentials.local", "data/lush-link/credentials.local", filepath.Join(s.Root, ".lush/credentials.local")} {
+		if r := s.Read(p); code(r) != "outside" && code(r) != "not_found" {
+			t.Errorf("Read(%q) = %+v %+v", p, r, r.Error)
+		}
+	}
+	if r := s.Write(".git/config", "x", false); code(r) != "outside" {
+		t.Errorf("write .git: %+v", r)
+	}
+	if r := s.List(".lush"); code(r) != "outside" {
+		t.Errorf("list .lush: %+v", r)
+	}
+	if r := s.Read("data/q3.md"); !r.OK {
+		t.Errorf("the rest of the project: %+v", r.Error)
+	}
+}
