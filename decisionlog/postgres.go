@@ -123,16 +123,26 @@ func pgDSN(location string) (dsn, where string, err error) {
 	return u.String(), where, nil
 }
 
-func openPostgres(ctx context.Context, location string, cfg config) (*Log, error) {
+// openPostgresDB opens a connection pool of at most conns connections to the log at location
+// and returns it with where the log is, for messages.
+func openPostgresDB(location string, conns int) (*sql.DB, string, error) {
 	dsn, where, err := pgDSN(location)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	db, err := sql.Open("pgx", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("open decision log %s: %w", where, err)
+		return nil, "", fmt.Errorf("open decision log %s: %w", where, err)
 	}
-	db.SetMaxOpenConns(1) // the writer's
+	db.SetMaxOpenConns(conns)
+	return db, where, nil
+}
+
+func openPostgres(ctx context.Context, location string, cfg config) (*Log, error) {
+	db, where, err := openPostgresDB(location, 1) // the writer's connection
+	if err != nil {
+		return nil, err
+	}
 	w, err := newWriter(ctx, db, postgresDialect, &cfg)
 	if err != nil {
 		db.Close()
@@ -179,15 +189,10 @@ CREATE TABLE IF NOT EXISTS %[2]s.schema_version (version INTEGER NOT NULL)`, pgL
 }
 
 func openPostgresReader(location string) (*Reader, error) {
-	dsn, where, err := pgDSN(location)
+	db, where, err := openPostgresDB(location, 8)
 	if err != nil {
 		return nil, err
 	}
-	db, err := sql.Open("pgx", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("open decision log %s: %w", where, err)
-	}
-	db.SetMaxOpenConns(8)
 	var v sql.NullInt64
 	if err := db.QueryRow("SELECT max(version) FROM lush_decisionlog.schema_version").Scan(&v); err != nil || !v.Valid {
 		db.Close()
