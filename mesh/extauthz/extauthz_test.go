@@ -18,6 +18,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -70,8 +71,9 @@ type harness struct {
 }
 
 type harnessOpts struct {
-	live     bool // live writes for every tool
-	noDeploy bool
+	live      bool // live writes for every tool
+	noDeploy  bool
+	lushExtra string // appended to the project's lush.yaml
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -82,6 +84,14 @@ func start(t testing.TB, o harnessOpts) *harness {
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("testdata/project")); err != nil {
 		t.Fatal(err)
+	}
+	if o.lushExtra != "" {
+		f, err := os.OpenFile(filepath.Join(dir, "lush.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.WriteString("\n" + o.lushExtra)
+		f.Close()
 	}
 	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
 	if err != nil || !res.OK() {
@@ -467,6 +477,26 @@ func TestDelegationTokens(t *testing.T) {
 }
 
 // Until a build is deployed, every Check is denied and health says NOT_SERVING.
+// TestRateLimitedAtTheSidecar: a call over the project's rate limit is answered at the sidecar
+// with 429 and the standard Retry-After hint, logged as the policy's denial.
+func TestRateLimitedAtTheSidecar(t *testing.T) {
+	h := start(t, harnessOpts{lushExtra: "rate_limits:\n  - principal: user:alice\n    rate: 1/m\n    burst: 1\n"})
+	if a := read(t, h.check(load(t, "call_read_apikey"))); !a.allowed {
+		t.Fatalf("first call: %d %v", a.status, a.body)
+	}
+	a := read(t, h.check(load(t, "call_read_apikey")))
+	if a.allowed || a.status != 429 || a.grpc != code.Code_RESOURCE_EXHAUSTED || a.headers["retry-after"] == "" {
+		t.Fatalf("second call: allowed %v status %d (%v) headers %v", a.allowed, a.status, a.grpc, a.headers)
+	}
+	if secs, err := strconv.Atoi(a.headers["retry-after"]); err != nil || secs < 1 || secs > 60 {
+		t.Errorf("retry-after %q", a.headers["retry-after"])
+	}
+	evs := h.events()
+	if last := evs[len(evs)-1].Event; last.Outcome != "deny" || !slices.Contains(last.Rules, "lush.rate.limited") {
+		t.Errorf("logged %s %v", last.Outcome, last.Rules)
+	}
+}
+
 func TestBeforeDeploy(t *testing.T) {
 	h := start(t, harnessOpts{noDeploy: true})
 	a := read(t, h.check(load(t, "call_read_apikey")))

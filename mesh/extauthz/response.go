@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -57,9 +58,18 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 		status, grpcCode, rpcCode = http.StatusServiceUnavailable, code.Code_UNAVAILABLE, mcphttp.CodeInternalError
 		msg = "Lush could not decide this call, so it is denied: " + strings.TrimPrefix(v.Explain(), "Lush denied this call: ")
 	}
-	body := rpcError(id, rpcCode, msg, map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons})
+	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons}
+	if v.RetryAfter > 0 { // denied by a rate limit alone: 429 with the standard retry hint
+		status, grpcCode = http.StatusTooManyRequests, code.Code_RESOURCE_EXHAUSTED
+		data["retry_after_ms"] = enforce.RetryAfterMS(v.RetryAfter)
+	}
+	body := rpcError(id, rpcCode, msg, data)
 	r := answer(status, grpcCode, body, v)
 	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
+	if v.RetryAfter > 0 {
+		r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers,
+			header("retry-after", strconv.FormatInt(enforce.RetryAfterSeconds(v.RetryAfter), 10)))
+	}
 	return r
 }
 
