@@ -382,7 +382,7 @@ type recordTable struct {
 	printed bool
 }
 
-var recordColumns = []string{"TIME", "OUTCOME", "RESULT", "PRINCIPAL", "AGENT", "TOOL", "DECISION ID", "RULES"}
+var recordColumns = []string{"TIME", "POINT", "OUTCOME", "RESULT", "PRINCIPAL", "AGENT", "TOOL", "DECISION ID", "RULES"}
 
 func (t *recordTable) add(recs ...decisionlog.Record) {
 	for _, r := range recs {
@@ -397,6 +397,7 @@ func (t *recordTable) add(recs ...decisionlog.Record) {
 		}
 		t.rows = append(t.rows, []string{
 			e.Timestamp.UTC().Format("2006-01-02T15:04:05.000Z"),
+			dash(e.Point),
 			e.Outcome,
 			result,
 			dash(e.Principal),

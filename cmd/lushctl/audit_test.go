@@ -92,11 +92,11 @@ func TestAuditQueryText(t *testing.T) {
 	}
 	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
 	want := []string{
-		"TIME                      OUTCOME  RESULT  PRINCIPAL                  AGENT       TOOL                       DECISION ID                           RULES",
-		"2020-05-01T12:03:00.000Z  stub     -       user:alice                 writer      tools/shell                6d9f2c41-0000-4000-8000-000000000004  lush.writes.stub",
-		"2020-05-01T12:02:00.000Z  allow    -       serviceaccount:digest-bot  -           -                          5c8e1b30-0000-4000-8000-000000000003  lush.acl.loop_execute",
-		"2020-05-01T12:01:00.000Z  deny     -       user:bob                   researcher  mcp://fs (write_file)      4b7d0a2f-0000-4000-8000-000000000002  lush.privilege.access_exceeded",
-		"2020-05-01T12:00:00.000Z  allow    ok      user:alice                 researcher  mcp://fs (read_text_file)  3f2a9c1e-0000-4000-8000-000000000001  lush.acl.agent_execute,lush.capability.allowlist",
+		"TIME                      POINT  OUTCOME  RESULT  PRINCIPAL                  AGENT       TOOL                       DECISION ID                           RULES",
+		"2020-05-01T12:03:00.000Z  -      stub     -       user:alice                 writer      tools/shell                6d9f2c41-0000-4000-8000-000000000004  lush.writes.stub",
+		"2020-05-01T12:02:00.000Z  -      allow    -       serviceaccount:digest-bot  -           -                          5c8e1b30-0000-4000-8000-000000000003  lush.acl.loop_execute",
+		"2020-05-01T12:01:00.000Z  -      deny     -       user:bob                   researcher  mcp://fs (write_file)      4b7d0a2f-0000-4000-8000-000000000002  lush.privilege.access_exceeded",
+		"2020-05-01T12:00:00.000Z  -      allow    ok      user:alice                 researcher  mcp://fs (read_text_file)  3f2a9c1e-0000-4000-8000-000000000001  lush.acl.agent_execute,lush.capability.allowlist",
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("table:\n%s\nwant:\n%s", r.stdout, strings.Join(want, "\n"))
