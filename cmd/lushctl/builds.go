@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -64,13 +66,16 @@ deployment can roll back by hash. Any unique prefix of at least 4 characters nam
 
 // buildShown is a kept build and what its policy allowed.
 type buildShown struct {
-	Hash     string         `json:"hash"`
-	Project  string         `json:"project"`
-	Deployed bool           `json:"deployed"`
-	Agents   []string       `json:"agents"`
-	Loops    []string       `json:"loops"`
-	Tools    []string       `json:"tools"`
-	Access   *review.Review `json:"access"`
+	Hash     string   `json:"hash"`
+	Project  string   `json:"project"`
+	Deployed bool     `json:"deployed"`
+	Agents   []string `json:"agents"`
+	Loops    []string `json:"loops"`
+	Tools    []string `json:"tools"`
+	// Limits are the build's rate limits (lush.yaml rate_limits), as "who rate burst N".
+	Limits []string            `json:"rate_limits"`
+	Roles  map[string][]string `json:"roles"`
+	Access *review.Review      `json:"access"`
 }
 
 func newBuildsShowCmd() *cobra.Command {
@@ -114,6 +119,13 @@ build that decided them (revision), so this answers "what did that revision allo
 			for _, t := range m.Tools {
 				shown.Tools = append(shown.Tools, t.Ref)
 			}
+			shown.Limits, shown.Roles = []string{}, m.Roles
+			for _, r := range m.RateLimits {
+				shown.Limits = append(shown.Limits, r.String())
+			}
+			if shown.Roles == nil {
+				shown.Roles = map[string][]string{}
+			}
 			if output == "json" {
 				return writeJSON(cmd.OutOrStdout(), shown)
 			}
@@ -123,7 +135,14 @@ build that decided them (revision), so this answers "what did that revision allo
 				deployed = " (deployed)"
 			}
 			fmt.Fprintf(w, "build %s of %s%s\n", hash, m.Project, deployed)
-			fmt.Fprintf(w, "  agents: %s\n  loops:  %s\n  tools:  %s\n\n", strings.Join(shown.Agents, ", "), strings.Join(shown.Loops, ", "), strings.Join(shown.Tools, ", "))
+			fmt.Fprintf(w, "  agents: %s\n  loops:  %s\n  tools:  %s\n", strings.Join(shown.Agents, ", "), strings.Join(shown.Loops, ", "), strings.Join(shown.Tools, ", "))
+			for _, role := range slices.Sorted(maps.Keys(shown.Roles)) {
+				fmt.Fprintf(w, "  role %s: %s\n", role, strings.Join(shown.Roles[role], ", "))
+			}
+			if len(shown.Limits) > 0 {
+				fmt.Fprintf(w, "  rate limits: %s\n", strings.Join(shown.Limits, "; "))
+			}
+			fmt.Fprintln(w)
 			return writeReview(w, rv)
 		},
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/url"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -146,5 +147,44 @@ func TestAuditOnPostgres(t *testing.T) {
 		if r.code != 0 || !strings.Contains(r.stdout, tc.want) {
 			t.Errorf("%v: %d %s %s", tc.args[:2], r.code, r.stdout, r.stderr)
 		}
+	}
+}
+
+// TestBuildsShow: a kept build with its roles, rate limits and access review, as text and JSON.
+func TestBuildsShow(t *testing.T) {
+	dir := quickstartCopy(t)
+	p := filepath.Join(dir, "lush.yaml")
+	data, _ := os.ReadFile(p)
+	os.WriteFile(p, append(data, []byte("\nrate_limits:\n  - principal: group:engineering\n    rate: 5/s\n    burst: 10\n")...), 0o644)
+	r := lushctl(t, "", "build", "-q", "--offline", dir)
+	if r.code != 0 {
+		t.Fatalf("build: %s", r.stderr)
+	}
+	hash := strings.TrimSpace(r.stdout)
+	r = lushctl(t, "", "builds", "show", hash[:10], dir)
+	for _, want := range []string{"build " + hash, "role audit: group:security", "rate limits: group:engineering 5/s burst 10",
+		"the decision log (audit/read)", "SUBJECT"} {
+		if r.code != 0 || !strings.Contains(r.stdout, want) {
+			t.Errorf("text lacks %q: %d %s %s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+	auditRow := false
+	for _, line := range strings.Split(r.stdout, "\n") {
+		f := strings.Fields(line)
+		auditRow = auditRow || len(f) > 2 && f[0] == "group:security" && f[1] == "-" && strings.Contains(line, "audit/read")
+	}
+	if !auditRow {
+		t.Error("no row says group:security may read the decision log")
+	}
+	r = lushctl(t, "", "builds", "show", hash, dir, "-o", "json")
+	var shown buildShown
+	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || r.code != 0 {
+		t.Fatalf("json: %d %v %s", r.code, err, r.stderr)
+	}
+	if shown.Hash != hash || len(shown.Access.Rows) == 0 || len(shown.Limits) != 1 || len(shown.Roles["audit"]) != 1 {
+		t.Errorf("%+v", shown)
+	}
+	if r := lushctl(t, "", "builds", "show", "ffffffffff", dir); r.code != exitUsage {
+		t.Errorf("unknown build: %d %s", r.code, r.stderr)
 	}
 }
