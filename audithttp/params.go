@@ -21,9 +21,9 @@ const (
 	maxParamLen  = 1 << 10
 )
 
-// LiveWrite is the outcome parameter that selects allowed writes that ran for real (not stubbed):
-// outcome allow and access write, as `lushctl audit query --outcome live_write` selects them.
-const LiveWrite = "live_write"
+// LiveWrite is the outcome parameter that selects allowed writes that ran for real (not
+// stubbed): outcome allow, access write.
+const LiveWrite = decisionlog.OutcomeLiveWrite
 
 // Params are the query parameters GET /audit/decisions accepts.
 var Params = []string{"principal", "group", "agent", "tool", "tool_name", "access", "outcome", "decision_id", "revision",
@@ -134,13 +134,12 @@ func ParseQuery(q url.Values, now time.Time) (decisionlog.Filter, error) {
 			f.Limit = n
 		}
 	}
-	if f.Outcome == LiveWrite {
-		if f.Access == "read" {
-			return f, bad("outcome", "%s is a write: it cannot be combined with access=read (remove one of them)", LiveWrite)
-		}
-		f.Outcome, f.Access = decisionlog.OutcomeAllow, "write"
-	} else if f.Outcome != "" && !slices.Contains(decisionlog.Outcomes, f.Outcome) {
-		return f, bad("outcome", "%q is not an outcome (use one of %s or %s)", f.Outcome, strings.Join(decisionlog.Outcomes, ", "), LiveWrite)
+	switch outcome := f.Outcome; f.SetOutcome(outcome) {
+	case nil:
+	case decisionlog.ErrLiveWriteIsWrite:
+		return f, bad("outcome", "%s is a write: it cannot be combined with access=read (remove one of them)", LiveWrite)
+	default:
+		return f, bad("outcome", "%q is not an outcome (use one of %s or %s)", outcome, strings.Join(decisionlog.Outcomes, ", "), LiveWrite)
 	}
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Since.Before(f.Until) {
 		return f, bad("since", "%s is not before until %s (swap them, or widen the range)",
@@ -149,26 +148,16 @@ func ParseQuery(q url.Values, now time.Time) (decisionlog.Filter, error) {
 	return f, nil
 }
 
-// parseTime reads since or until: an RFC 3339 time, or a positive duration counted back from now
-// (Go's units, plus whole days such as 7d).
+// parseTime reads since or until (decisionlog.ParseTime), naming the parameter and the fix.
 func parseTime(param, v string, now time.Time) (time.Time, error) {
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		if !time.Unix(0, t.UnixNano()).Equal(t) {
-			return time.Time{}, bad(param, "%q is out of range (%s, between the years 1678 and 2262)", v, timeHint)
-		}
-		return t, nil
-	}
-	d, err := time.ParseDuration(v)
-	if days, ok := strings.CutSuffix(v, "d"); ok && err != nil {
-		if n, nerr := strconv.Atoi(days); nerr == nil && n > 0 && n <= 100*365 {
-			d, err = time.Duration(n)*24*time.Hour, nil
-		}
-	}
+	t, err := decisionlog.ParseTime(v, now)
 	switch {
+	case err == decisionlog.ErrTimeOutOfRange:
+		return t, bad(param, "%q is out of range (%s, between the years 1678 and 2262)", v, timeHint)
+	case err == decisionlog.ErrNotPositive:
+		return t, bad(param, "%q is not a positive duration (%s)", v, timeHint)
 	case err != nil:
-		return time.Time{}, bad(param, "%q is neither a time nor a duration (%s)", v, timeHint)
-	case d <= 0:
-		return time.Time{}, bad(param, "%q is not a positive duration (%s)", v, timeHint)
+		return t, bad(param, "%q is neither a time nor a duration (%s)", v, timeHint)
 	}
-	return now.Add(-d), nil
+	return t, nil
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -53,7 +52,7 @@ type auditFlags struct {
 }
 
 // liveWrite is the --outcome for allowed writes that ran (not stubbed).
-const liveWrite = "live_write"
+const liveWrite = decisionlog.OutcomeLiveWrite
 
 func (f *auditFlags) register(cmd *cobra.Command, limit int, limitHelp string) {
 	fl := cmd.Flags()
@@ -93,16 +92,15 @@ func (f *auditFlags) filter(now time.Time) (decisionlog.Filter, error) {
 			return decisionlog.Filter{}, err
 		}
 	}
-	outcome, access := f.outcome, f.access
-	if outcome == liveWrite {
-		outcome, access = decisionlog.OutcomeAllow, "write"
-		if f.access == "read" {
-			return decisionlog.Filter{}, usage("--outcome %s is a write: it cannot be combined with --access read", liveWrite)
-		}
-	}
-	if outcome != "" && !slices.Contains(decisionlog.Outcomes, outcome) {
+	sel := decisionlog.Filter{Access: f.access}
+	switch sel.SetOutcome(f.outcome) {
+	case nil:
+	case decisionlog.ErrLiveWriteIsWrite:
+		return decisionlog.Filter{}, usage("--outcome %s is a write: it cannot be combined with --access read", liveWrite)
+	default:
 		return decisionlog.Filter{}, usage("--outcome must be one of %s or %s, not %q", strings.Join(decisionlog.Outcomes, ", "), liveWrite, f.outcome)
 	}
+	outcome, access := sel.Outcome, sel.Access
 	if access != "" && access != "read" && access != "write" {
 		return decisionlog.Filter{}, usage("--access must be read or write, not %q", access)
 	}
@@ -135,27 +133,19 @@ func (f *auditFlags) filter(now time.Time) (decisionlog.Filter, error) {
 		Access: access, Group: f.group, Text: f.text, BeforeSeq: f.before}, nil
 }
 
-// parseWhen reads a time flag: a duration before now (1h, 30m, 7d) or an RFC 3339 time.
+// parseWhen reads a time flag (decisionlog.ParseTime): a duration before now (1h, 30m, 7d) or an
+// RFC 3339 time.
 func parseWhen(flag, v string, now time.Time) (time.Time, error) {
-	if v == "" {
-		return time.Time{}, nil
+	t, err := decisionlog.ParseTime(v, now)
+	switch {
+	case err == decisionlog.ErrNotPositive:
+		return t, usage("%s must be a positive duration, not %q", flag, v)
+	case err == decisionlog.ErrTimeOutOfRange:
+		return t, usage("%s %q is out of range (years 1678 to 2262)", flag, v)
+	case err != nil:
+		return t, usage("%s must be a duration ago (90s, 1h, 7d) or an RFC 3339 time (2026-05-01T12:00:00Z), not %q", flag, v)
 	}
-	d, err := time.ParseDuration(v)
-	if days, ok := strings.CutSuffix(v, "d"); ok && err != nil {
-		if n, nerr := strconv.Atoi(days); nerr == nil {
-			d, err = time.Duration(n)*24*time.Hour, nil
-		}
-	}
-	if err == nil {
-		if d <= 0 {
-			return time.Time{}, usage("%s must be a positive duration, not %q", flag, v)
-		}
-		return now.Add(-d), nil
-	}
-	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
-		return t, nil
-	}
-	return time.Time{}, usage("%s must be a duration ago (90s, 1h, 7d) or an RFC 3339 time (2026-05-01T12:00:00Z), not %q", flag, v)
+	return t, nil
 }
 
 // openLog opens the decision log for reading; a missing file says where it looked.
