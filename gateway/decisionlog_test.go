@@ -1,0 +1,66 @@
+package gateway_test
+
+import (
+	"context"
+	"crypto/ed25519"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/gateway"
+)
+
+// TestOpenDecisionLog: decision_log_chain reaches the log: the checkpoint key is created beside
+// it (private, with its public half), checkpoints are signed with it, and the partition is the
+// configured one.
+func TestOpenDecisionLog(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	cfg := gateway.Config{DecisionLog: filepath.Join(dir, "logs", "decisions.db"),
+		DecisionLogChain: gateway.ChainConfig{Partition: "gw-7", CheckpointInterval: time.Hour, Retention: 90 * 24 * time.Hour}}
+	l, err := gateway.OpenDecisionLog(ctx, cfg, filepath.Join(dir, "unused"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Record(ctx, &decisionlog.Event{DecisionID: "d1", Action: "tools/call", Outcome: decisionlog.OutcomeAllow}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	keyPath := filepath.Join(dir, "logs", "checkpoint.key")
+	info, err := os.Stat(keyPath)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("checkpoint key: %v %v", info, err)
+	}
+	pubPEM, err := os.ReadFile(keyPath + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := decisionlog.ParsePublicKey(pubPEM)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := decisionlog.OpenReader(cfg.DecisionLog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Verify(ctx, decisionlog.VerifyOptions{PublicKeys: []ed25519.PublicKey{pub}})
+	if err != nil || !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].Partition != "gw-7" || rep.Partitions[0].Checkpoints != 1 {
+		t.Fatalf("verify: %+v %v", rep, err)
+	}
+
+	cfg.DecisionLogChain.Retention = -time.Hour
+	if _, err := gateway.OpenDecisionLog(ctx, cfg, dir); err == nil || !strings.Contains(err.Error(), "decision_log_chain") {
+		t.Errorf("negative retention: %v", err)
+	}
+	cfg.DecisionLogChain = gateway.ChainConfig{CheckpointKey: filepath.Join(dir, "bad.key")}
+	os.WriteFile(cfg.DecisionLogChain.CheckpointKey, []byte("not a key"), 0o600)
+	if _, err := gateway.OpenDecisionLog(ctx, cfg, dir); err == nil || !strings.Contains(err.Error(), "checkpoint_key") {
+		t.Errorf("bad key: %v", err)
+	}
+}
