@@ -210,6 +210,12 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 				break
 			}
 			b = appendKey(b, k, in.RateLimit.value())
+		case "approval":
+			if in.Approval == nil {
+				b = append(b, 'u')
+				break
+			}
+			b = appendKey(b, k, in.Approval.value())
 		default:
 			b = append(b, 'u') // not a field of Input: always absent
 		}

@@ -71,6 +71,13 @@ func randomInput(r *rand.Rand) Input {
 			in.RateLimit = &RateLimit{Exceeded: r.Intn(4) > 0, Limit: pick("group:engineering 5/s burst 10", ""), RetryAfterMS: int64(r.Intn(3) * 100)}
 		},
 		func() {
+			if r.Intn(3) == 0 {
+				in.Approval = nil
+				return
+			}
+			in.Approval = &Approval{ID: pick("0193a-1", "0193a-2"), Status: pick("approved", "denied"), ApprovedBy: pick("user:erin", "user:bob", "")}
+		},
+		func() {
 			if r.Intn(5) == 0 {
 				in.Tool = nil
 				return
@@ -133,7 +140,7 @@ func randomDeps(r *rand.Rand) *depNode {
 		{"agent"}, {"agent", "x"}, {"chain"}, {"depth"}, {"tool"}, {"tool", "ref"}, {"tool", "name"},
 		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"tool", "arguments_valid"}, {"tool", "schema_errors"}, {"arguments"}, {"arguments", "path"},
 		{"arguments", "nested", "a"}, {"arguments", "missing"}, {"live_writes"}, {"environment"},
-		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"unknown"}, {"a.b"},
+		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"approval"}, {"approval", "status"}, {"approval", "approved_by"}, {"unknown"}, {"a.b"},
 	}
 	n := &depNode{}
 	for range 1 + r.Intn(6) {

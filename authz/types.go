@@ -21,11 +21,14 @@ const (
 	ActionLoopTrigger   = "loop/trigger"
 	ActionLoopRead      = "loop/read"
 	ActionAuditRead     = "audit/read" // reading the decision log (the audit API)
+	// Approvals of calls that wait for a person (the approvals API).
+	ActionApprovalRead   = "approval/read"   // listing and reading approvals
+	ActionApprovalDecide = "approval/decide" // approving or denying one
 )
 
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
-	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead}
+	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.
@@ -43,6 +46,26 @@ type Input struct {
 	// RateLimit is set by the enforcer when the call exceeds one of the project's rate_limits:
 	// the policy denies it with lush.rate.limited. Absent when no limit is exceeded.
 	RateLimit *RateLimit `json:"rate_limit,omitempty"`
+	// Approval is set by the MCP gateway when a person approved this exact call (its tool and
+	// arguments digest) after an earlier decision asked for approval: the policy then drops the
+	// approvals it would ask for (lush.approval.granted). Absent otherwise.
+	Approval *Approval `json:"approval,omitempty"`
+}
+
+// Approval tells the policy that a person approved the call.
+type Approval struct {
+	ID         string `json:"id"`          // the approval: the id of the decision that asked for it
+	Status     string `json:"status"`      // "approved"
+	ApprovedBy string `json:"approved_by"` // the principal who approved it
+}
+
+// value converts the approval to an OPA value.
+func (a *Approval) value() ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("id"), ast.StringTerm(a.ID)),
+		ast.Item(ast.InternedTerm("status"), ast.StringTerm(a.Status)),
+		ast.Item(ast.InternedTerm("approved_by"), ast.StringTerm(a.ApprovedBy)),
+	)
 }
 
 // RateLimit tells the policy that a call exceeds a rate limit of the project.
@@ -124,6 +147,9 @@ func (in Input) value() (ast.Value, error) {
 	}
 	if in.RateLimit != nil {
 		obj.Insert(ast.InternedTerm("rate_limit"), ast.NewTerm(in.RateLimit.value()))
+	}
+	if in.Approval != nil {
+		obj.Insert(ast.InternedTerm("approval"), ast.NewTerm(in.Approval.value()))
 	}
 	return obj, nil
 }

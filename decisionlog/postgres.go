@@ -11,7 +11,7 @@ import (
 )
 
 // The PostgreSQL store: the decision log shared by gateway replicas. Its tables are SQLite's
-// (schema version 3), in their own PostgreSQL schema, lush_decisionlog, so that the log can
+// (schema version 4), in their own PostgreSQL schema, lush_decisionlog, so that the log can
 // share a database with other stores (the scheduler's). Each replica writes its own chain
 // partition (its host name unless Partition says otherwise); writers of one partition take
 // turns on its partitions row (SELECT … FOR UPDATE). Events get their seq from a sequence, so
@@ -106,6 +106,13 @@ CREATE TRIGGER checkpoints_append_only BEFORE UPDATE OR DELETE ON lush_decisionl
 	FOR EACH ROW EXECUTE FUNCTION lush_decisionlog.append_only();
 `
 
+// pgV4 upgrades the tables of schema version 3 (pgTables) to 4: approvals and budget usage,
+// as in SQLite.
+const pgV4 = `CREATE TABLE lush_decisionlog.approvals (` + approvalsColumns + `);
+CREATE INDEX approvals_status ON lush_decisionlog.approvals(status, created);
+CREATE INDEX approvals_digest ON lush_decisionlog.approvals(digest, status);
+CREATE TABLE lush_decisionlog.budget_usage (` + budgetUsageColumns + `);`
+
 // pgDSN parses a postgres:// URL, returns it with search_path set to the log's schema, and
 // where it is for messages (without password or parameters).
 func pgDSN(location string) (dsn, where string, err error) {
@@ -180,6 +187,12 @@ CREATE TABLE IF NOT EXISTS %[2]s.schema_version (version INTEGER NOT NULL)`, pgL
 	case !v.Valid:
 		if _, err := conn.ExecContext(ctx, pgTables); err != nil {
 			return fmt.Errorf("create tables: %w", err)
+		}
+		v.Int64 = 3
+		fallthrough
+	case v.Int64 == 3:
+		if _, err := conn.ExecContext(ctx, pgV4); err != nil {
+			return fmt.Errorf("migrate schema to version 4: %w", err)
 		}
 		if _, err := conn.ExecContext(ctx, fmt.Sprintf("INSERT INTO lush_decisionlog.schema_version VALUES (%d)", schemaVersion)); err != nil {
 			return err

@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"strings"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 )
 
 // schemaVersion is the PRAGMA user_version of the newest schema; migrations[i] upgrades a
 // database from version i to i+1.
-const schemaVersion = 3
+const schemaVersion = 4
 
 // migrations create and upgrade the schema. Every index costs each commit a page write, so only the columns that queries usually lead
 // with are indexed: time, principal, agent and tool. Outcome and revision filters narrow those
@@ -111,7 +112,49 @@ CREATE TABLE partitions (
 	part  TEXT    PRIMARY KEY,
 	floor INTEGER NOT NULL
 ) STRICT, WITHOUT ROWID;`,
+	// 3 -> 4: state that changes, kept beside the log: approvals (approvals.go) and budget usage
+	// (budgets). Not chained: what happened to them is in the chained events (each approval,
+	// denial, expiry and top-up is a decision).
+	`CREATE TABLE approvals (` + sqliteColumns(approvalsColumns) + `) STRICT, WITHOUT ROWID;
+CREATE INDEX approvals_status ON approvals(status, created);
+CREATE INDEX approvals_digest ON approvals(digest, status);
+CREATE TABLE budget_usage (` + sqliteColumns(budgetUsageColumns) + `) STRICT, WITHOUT ROWID;`,
 }
+
+// sqliteColumns is a column list written for PostgreSQL with SQLite's STRICT type names.
+func sqliteColumns(cols string) string { return strings.ReplaceAll(cols, "BIGINT", "INTEGER") }
+
+// approvalsColumns are the approvals table's, the same in SQLite and PostgreSQL: one row per
+// call that waited (or waits) for a person's approval.
+const approvalsColumns = `
+	id         TEXT    PRIMARY KEY, -- the approval_required decision's id
+	created    BIGINT  NOT NULL,    -- unix ns
+	expires    BIGINT  NOT NULL,    -- unix ns: pending until then
+	digest     TEXT    NOT NULL,    -- the call (CallDigest): tool, name, arguments, principal, agent
+	principal  TEXT    NOT NULL,
+	agent      TEXT    NOT NULL,
+	tool       TEXT    NOT NULL,
+	tool_name  TEXT    NOT NULL,
+	reasons    TEXT    NOT NULL,    -- JSON: the policy's approval reasons
+	status     TEXT    NOT NULL,    -- pending, approved, denied, expired, consumed
+	decided_by TEXT    NOT NULL,    -- who approved or denied ('' while pending)
+	decided_at BIGINT  NOT NULL,    -- unix ns (0 while pending)
+	note       TEXT    NOT NULL,    -- the approver's reason
+	decision   TEXT    NOT NULL,    -- the id of the approval/decide decision
+	used_by    TEXT    NOT NULL     -- the id of the decision whose call ran under the approval
+`
+
+// budgetUsageColumns are the budget_usage table's: units used of a budget by one subject in
+// one period, and the units top-ups added to it.
+const budgetUsageColumns = `
+	budget  TEXT   NOT NULL, -- the budget's name (lush.yaml budgets)
+	subject TEXT   NOT NULL, -- whose: an agent or principal id
+	period  BIGINT NOT NULL, -- the period's start, unix seconds (UTC)
+	used    BIGINT NOT NULL, -- units used: tokens, tool calls or credits
+	granted BIGINT NOT NULL, -- units added by top-ups in this period
+	updated BIGINT NOT NULL, -- unix ns of the last change
+	PRIMARY KEY (budget, subject, period)
+`
 
 // chainTriggers finish schema version 3 once existing rows are chained: the chain's unique
 // positions, and the append-only rules (deleting is allowed below a partition's floor only).

@@ -60,15 +60,16 @@ allowed_decision := {
 
 # nothing_denies: the allow-side evidence the action requires is complete and
 # no deny rule fires. With that evidence no base deny rule can fire except
-# lush.depth.exceeded, lush.schema.invalid_arguments and lush.rate.limited:
-# every other one needs a piece of the evidence to be missing, a
-# well-formedness problem or another action. So nothing_denies implies allow
-# without evaluating the base deny rules (the tests check it).
+# lush.depth.exceeded, lush.schema.invalid_arguments, lush.rate.limited and
+# lush.approval.self: every other one needs a piece of the evidence to be
+# missing, a well-formedness problem or another action. So nothing_denies
+# implies allow without evaluating the base deny rules (the tests check it).
 nothing_denies if {
 	allow_evidence
 	not depth_exceeded
 	not arguments_invalid
 	not rate_limited
+	not self_approval
 	count(project_denials) == 0
 }
 
@@ -76,11 +77,17 @@ nothing_denies if {
 # (Project stubs count only for tools/call; a call of another action with
 # project stubs takes the second branch, which ignores them.)
 plain if {
-	count(approval) == 0
-	count(project_approvals) == 0
+	no_approval_needed
 	count(stub) == 0
 	count(project_stubs) == 0
 }
+
+no_approval_needed if {
+	count(approval) == 0
+	count(project_approvals) == 0
+}
+
+no_approval_needed if approval_granted
 
 default allow := false
 
@@ -105,6 +112,8 @@ required_rules := {
 	"loop/trigger": {"lush.acl.loop_execute"},
 	"loop/read": {"lush.acl.loop_read"},
 	"audit/read": {"lush.role.audit"},
+	"approval/read": {"lush.role.approval_read"},
+	"approval/decide": {"lush.role.approve"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the
@@ -137,8 +146,11 @@ fallback_message := sprintf("no rule allows %s: it needs %s", [action, concat(",
 } else := "no rule allows the call: the input is not well formed"
 
 # Approvals and stubs of an allowed call. Stubs only concern tools/call (the
-# base's own stub rule is tools/call only already); approvals any action.
-approval_entries := approval | project_approvals
+# base's own stub rule is tools/call only already); approvals any action, and
+# none once a person approved the call (approvals.rego).
+approval_entries := set() if {
+	approval_granted
+} else := approval | project_approvals
 
 stub_entries := stub | project_stubs if {
 	input.action == "tools/call"

@@ -122,6 +122,17 @@ zoe := {"id": "user:zoe", "groups": ["group:auditors"]}
 
 audit_read(principal) := {"action": "audit/read", "principal": principal}
 
+# sam: an approver through his group.
+sam := {"id": "user:sam", "groups": ["group:security"]}
+
+approval_read(principal) := {"action": "approval/read", "principal": principal}
+
+approval_decide(principal, requester) := {
+	"action": "approval/decide",
+	"principal": principal,
+	"arguments": {"approval": "0193a", "decision": "approve", "requester": requester},
+}
+
 loop_call(action, loop, principal) := {"action": action, "loop": loop, "principal": principal}
 
 # call(base, patch): base with its top-level fields replaced by those of patch

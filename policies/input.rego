@@ -32,10 +32,10 @@ loop_actions := {"loop/trigger", "loop/read"}
 
 known_actions := {
 	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get",
-	"agent/invoke", "loop/trigger", "loop/read", "audit/read",
+	"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide",
 }
 
-known_action_list := "agent/invoke, audit/read, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
+known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
 
 # The fields of the input, each defined only when present and well formed.
 
@@ -226,7 +226,7 @@ input_ok if {
 }
 
 input_ok if {
-	input.action == "audit/read"
+	input.action in {"audit/read", "approval/read", "approval/decide"}
 	principal_id
 	groups_ok
 }

@@ -13,6 +13,8 @@ valid_inputs := {
 	"loop/trigger": loop_call("loop/trigger", "daily-digest", {"id": "user:olga", "groups": ["group:ops"]}),
 	"loop/read": loop_call("loop/read", "daily-digest", alice),
 	"audit/read": audit_read(zoe),
+	"approval/read": approval_read(sam),
+	"approval/decide": approval_decide(sam, "user:alice"),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -110,14 +112,14 @@ test_action_problems[note] if {
 
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
-		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, audit/read, loop/read, loop/trigger, ",
+		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
-		"input.action must be a string, one of: agent/invoke, audit/read, loop/read, loop/trigger, ",
+		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }

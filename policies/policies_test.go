@@ -596,11 +596,12 @@ var (
 		"lush.privilege.no_grant", "lush.privilege.access_exceeded",
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.rate.limited", "lush.default.deny",
+		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
 		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
-		"lush.writes.stub", "lush.approval.risk",
+		"lush.writes.stub", "lush.approval.risk", "lush.approval.granted", "lush.role.approve", "lush.role.approval_read",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.
@@ -948,6 +949,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	isAgent := isTool || isContent || action == "agent/invoke"
 	isLoop := action == "loop/trigger" || action == "loop/read"
 	isAudit := action == "audit/read"
+	isApproval := action == "approval/read" || action == "approval/decide"
 	tool := obj(in["tool"])
 	ref, _ := tool["ref"].(string)
 	name, _ := tool["name"].(string)
@@ -1026,7 +1028,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	oneOf := func(vs ...string) func(any) bool {
 		return func(v any) bool { s, ok := v.(string); return ok && slices.Contains(vs, s) }
 	}
-	valid := validID && groupsOK && (isAgent || isLoop || isAudit)
+	valid := validID && groupsOK && (isAgent || isLoop || isAudit || isApproval)
 	if isAgent {
 		valid = valid && agent != "" && chainOK && depthOK
 	}
@@ -1116,8 +1118,15 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 		acl := obj(l["acl"])
 		allow = l != nil && (holds(acl["execute"]) || (action == "loop/read" && holds(acl["read"])))
 	}
-	if isAudit {
-		allow = holds(obj(obj(project)["roles"])["audit"])
+	roles := obj(obj(project)["roles"])
+	switch action {
+	case "audit/read":
+		allow = holds(roles["audit"])
+	case "approval/read":
+		allow = holds(roles["approve"]) || holds(roles["audit"])
+	case "approval/decide":
+		requester, _ := lookup(in, "arguments", "requester")
+		allow = holds(roles["approve"]) && requester != any(id)
 	}
 	res.Allow = allow
 	if allow && action == "tools/call" {
@@ -1128,7 +1137,11 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 				risks = arr
 			}
 		}
-		res.Approval = slices.Contains(risks, any(res.Risk))
+		a := obj(in["approval"])
+		approvalID, _ := a["id"].(string)
+		approver, _ := a["approved_by"].(string)
+		granted := a["status"] == "approved" && approvalID != "" && approver != ""
+		res.Approval = slices.Contains(risks, any(res.Risk)) && !granted
 	}
 	return res
 }
@@ -1151,13 +1164,16 @@ func randomInput(r *rand.Rand) map[string]any {
 		{"action": "loop/trigger", "principal": ops, "loop": "daily-digest"},
 		{"action": "audit/read", "principal": map[string]any{"id": "user:zoe", "groups": []any{"group:auditors"}}},
 		{"action": "audit/read", "principal": map[string]any{"id": "user:erin"}},
+		{"action": "approval/read", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
+		{"action": "approval/decide", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
+		with(readCall(), "tool", map[string]any{"ref": "tools/shell"}, "approval", map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"}),
 	}
 	pick := func(vs ...any) any { return vs[r.Intn(len(vs))] }
 	absent := struct{}{}
 	pools := map[string]func() any{
 		"action": func() any {
 			return pick("tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list",
-				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "tools/delete", 5, absent)
+				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "tools/delete", 5, absent)
 		},
 		"principal": func() any {
 			p := map[string]any{}
@@ -1200,6 +1216,12 @@ func randomInput(r *rand.Rand) map[string]any {
 			return pick(map[string]any{"exceeded": true, "limit": "user:alice 5/s burst 10", "retry_after_ms": 200},
 				map[string]any{"exceeded": false}, map[string]any{"limit": "x"}, nil, "x", absent, absent)
 		},
+		"approval": func() any {
+			return pick(map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"},
+				map[string]any{"id": "d1", "status": "denied", "approved_by": "user:sam"},
+				map[string]any{"id": "", "status": "approved", "approved_by": "user:sam"},
+				map[string]any{"id": "d1", "status": "approved"}, "approved", nil, absent, absent)
+		},
 	}
 	fields := slices.Sorted(maps.Keys(pools))
 	in := with(bases[r.Intn(len(bases))])
@@ -1211,7 +1233,8 @@ func randomInput(r *rand.Rand) map[string]any {
 			in[f] = v
 		}
 	}
-	in["arguments"] = pick(map[string]any{"path": "SENTINEL-ARGUMENT"}, []any{"SENTINEL-ARGUMENT"})
+	in["arguments"] = pick(map[string]any{"path": "SENTINEL-ARGUMENT"}, []any{"SENTINEL-ARGUMENT"},
+		map[string]any{"path": "SENTINEL-ARGUMENT", "requester": pick("user:sam", "user:alice", 3)})
 	return in
 }
 
