@@ -20,19 +20,17 @@ package audithttp
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/policyhttp"
 )
 
 // ActionRead is the policy action of every API request: reading the decision log.
@@ -43,18 +41,15 @@ const Point = "audit-api"
 
 // HeaderDecisionID carries the id of the audit/read decision that let a request through (or
 // refused it), so that an auditor can find their own read in the log.
-const HeaderDecisionID = "X-Lush-Decision-Id"
+const HeaderDecisionID = policyhttp.HeaderDecisionID
 
 // Querier reads decisions: *decisionlog.Log and *decisionlog.Reader implement it.
 type Querier interface {
 	Query(ctx context.Context, f decisionlog.Filter) ([]decisionlog.Record, error)
 }
 
-// Authenticator identifies callers: *identity.Authenticator implements it. Its errors are shown
-// to the caller, so they must not hold the credential.
-type Authenticator interface {
-	Authenticate(r *http.Request) (identity.Caller, error)
-}
+// Authenticator identifies callers: *identity.Authenticator implements it.
+type Authenticator = policyhttp.Authenticator
 
 // Config is what a Server needs.
 type Config struct {
@@ -67,7 +62,8 @@ type Config struct {
 
 // Server serves the API and the UI. It is safe for concurrent use.
 type Server struct {
-	cfg Config
+	cfg  Config
+	gate *policyhttp.Gate
 }
 
 // New checks cfg and returns a server.
@@ -86,7 +82,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth}}, nil
 }
 
 // Handler serves the API under /audit/ and the UI under /ui and /ui/.
@@ -112,61 +108,8 @@ func (s *Server) Handler() http.Handler {
 // authorize authenticates the request and decides audit/read for it with args as the input's
 // arguments. It answers the request itself and returns nil unless the read is allowed.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, args map[string]any) *enforce.Verdict {
-	caller, err := s.cfg.Auth.Authenticate(r)
-	if err != nil {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-		msg := "authentication failed"
-		var ie *identity.Error
-		if errors.As(err, &ie) {
-			msg = ie.Message
-		}
-		writeError(w, http.StatusUnauthorized, "unauthenticated", msg)
-		return nil
-	}
-	groups := caller.Groups
-	if groups == nil {
-		groups = []string{}
-	}
-	in := authz.Input{Action: ActionRead, Principal: authz.Principal{ID: caller.ID, Groups: groups}, Arguments: args}
-	if caller.Method == identity.MethodDelegation {
-		// An agent acting for the principal: the log says so, and project policies can refuse it.
-		in.Agent, in.Chain = caller.Agent, caller.Chain
-	}
-	v := s.cfg.Decider.Decide(r.Context(), in)
-	w.Header().Set(HeaderDecisionID, v.ID)
-	// Only a plain allow reads: a read that a project policy sends for approval is not served
-	// (nothing here can wait for one).
-	if !v.Allow || v.Outcome != authz.OutcomeAllow || !v.Recorded {
-		refuse(w, v)
-		return nil
-	}
+	v, _ := s.gate.Authorize(w, r, ActionRead, "reading the decision log", args)
 	return v
-}
-
-// refuse answers a decision that did not allow: 403 with its id and reasons, or 503 when the
-// policy could not decide or the decision could not be logged.
-func refuse(w http.ResponseWriter, v *enforce.Verdict) {
-	code, kind := http.StatusForbidden, "forbidden"
-	reasons, prefix := v.Reasons, ""
-	switch {
-	case v.Outcome == authz.OutcomeError || !v.Recorded:
-		code, kind = http.StatusServiceUnavailable, "policy_error"
-	case v.Outcome == authz.OutcomeApproval:
-		kind, reasons = "approval_required", v.Approvals
-		prefix = "reading the decision log needs an approval, and the audit API does not wait for approvals: "
-	}
-	if reasons == nil {
-		reasons = []authz.Reason{}
-	}
-	msgs := make([]string, 0, len(reasons))
-	for _, r := range reasons {
-		msgs = append(msgs, r.Message)
-	}
-	msg := prefix + strings.Join(msgs, "; ")
-	if len(msgs) == 0 {
-		msg = prefix + "the policy does not allow reading the decision log"
-	}
-	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg, "decision_id": v.ID, "reasons": reasons}})
 }
 
 // Page is the answer of GET /audit/decisions.
@@ -288,16 +231,7 @@ func queryArgs(q map[string][]string) map[string]any {
 }
 
 func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg}})
+	policyhttp.WriteError(w, code, kind, msg)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("Cache-Control", "no-store")
-	h.Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
-}
+func writeJSON(w http.ResponseWriter, code int, v any) { policyhttp.WriteJSON(w, code, v) }

@@ -216,6 +216,12 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 				break
 			}
 			b = appendKey(b, k, in.Approval.value())
+		case "budget":
+			if in.Budget == nil {
+				b = append(b, 'u')
+				break
+			}
+			b = appendKey(b, k, in.Budget.value())
 		default:
 			b = append(b, 'u') // not a field of Input: always absent
 		}

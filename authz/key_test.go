@@ -78,6 +78,17 @@ func randomInput(r *rand.Rand) Input {
 			in.Approval = &Approval{ID: pick("0193a-1", "0193a-2"), Status: pick("approved", "denied"), ApprovedBy: pick("user:erin", "user:bob", "")}
 		},
 		func() {
+			if r.Intn(3) == 0 {
+				in.Budget = nil
+				return
+			}
+			in.Budget = &Budget{Exhausted: r.Intn(2) == 0, Budgets: []BudgetState{{Name: pick("calls", "tokens"), Unit: "tool_calls",
+				Limit: 2, Used: int64(r.Intn(3)), Remaining: int64(2 - r.Intn(3)), Cost: int64(r.Intn(2)), PeriodEnd: "2026-11-26T00:00:00Z"}}}
+			if r.Intn(4) == 0 {
+				in.Budget.Budgets, in.Budget.Error = nil, "usage cannot be read"
+			}
+		},
+		func() {
 			if r.Intn(5) == 0 {
 				in.Tool = nil
 				return
@@ -140,7 +151,7 @@ func randomDeps(r *rand.Rand) *depNode {
 		{"agent"}, {"agent", "x"}, {"chain"}, {"depth"}, {"tool"}, {"tool", "ref"}, {"tool", "name"},
 		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"tool", "arguments_valid"}, {"tool", "schema_errors"}, {"arguments"}, {"arguments", "path"},
 		{"arguments", "nested", "a"}, {"arguments", "missing"}, {"live_writes"}, {"environment"},
-		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"approval"}, {"approval", "status"}, {"approval", "approved_by"}, {"unknown"}, {"a.b"},
+		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"approval"}, {"approval", "status"}, {"approval", "approved_by"}, {"budget"}, {"budget", "exhausted"}, {"budget", "budgets"}, {"unknown"}, {"a.b"},
 	}
 	n := &depNode{}
 	for range 1 + r.Intn(6) {

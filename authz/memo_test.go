@@ -291,7 +291,8 @@ func TestErrorsAreNotCached(t *testing.T) {
 }
 
 func TestInputDependencies(t *testing.T) {
-	want := []string{"action", "agent", "arguments.destination", "arguments.path", "arguments.source", "chain", "depth",
+	want := []string{"action", "agent", "approval.approved_by", "approval.id", "approval.status", "arguments.destination",
+		"arguments.path", "arguments.requester", "arguments.source", "budget", "chain", "depth",
 		"live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)"}
 	if got := engine(t).InputDependencies(); !slices.Equal(got, want) {
 		t.Errorf("quickstart: InputDependencies = %q\nwant %q", got, want)

@@ -24,11 +24,15 @@ const (
 	// Approvals of calls that wait for a person (the approvals API).
 	ActionApprovalRead   = "approval/read"   // listing and reading approvals
 	ActionApprovalDecide = "approval/decide" // approving or denying one
+	// Budgets (the budgets API).
+	ActionBudgetRead  = "budget/read"   // reading budget usage
+	ActionBudgetTopUp = "budget/top-up" // adding units to a budget's current period
 )
 
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
-	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide}
+	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide,
+	ActionBudgetRead, ActionBudgetTopUp}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.
@@ -50,6 +54,10 @@ type Input struct {
 	// arguments digest) after an earlier decision asked for approval: the policy then drops the
 	// approvals it would ask for (lush.approval.granted). Absent otherwise.
 	Approval *Approval `json:"approval,omitempty"`
+	// Budget is set by the enforcer for tools/call and agent/invoke when budgets of the project
+	// apply to the call (budget.go): the policy denies it with lush.budget.exhausted when one
+	// is exhausted. Absent when no budget applies.
+	Budget *Budget `json:"budget,omitempty"`
 }
 
 // Approval tells the policy that a person approved the call.
@@ -150,6 +158,9 @@ func (in Input) value() (ast.Value, error) {
 	}
 	if in.Approval != nil {
 		obj.Insert(ast.InternedTerm("approval"), ast.NewTerm(in.Approval.value()))
+	}
+	if in.Budget != nil {
+		obj.Insert(ast.InternedTerm("budget"), ast.NewTerm(in.Budget.value()))
 	}
 	return obj, nil
 }

@@ -80,6 +80,7 @@ func (b *build) checkACL() {
 			check(r.Principal, "rate_limits")
 		}
 	}
+	b.checkBudgets(check)
 	for _, sa := range b.cfg.ServiceAccounts {
 		if !used[sa.Name.Value] {
 			b.l.WarnHint(sa.Name.Pos, "unused-service-account", "use it as a loop's run_as, in an acl or a grant, or remove it",

@@ -197,6 +197,7 @@ func (b *build) manifest() *manifest.Manifest {
 	m.InputHash = inputHash(m.Inputs)
 	m.Roles = b.roles()
 	m.RateLimits = b.rateLimits()
+	m.Budgets = b.budgets()
 	m.ServiceAccounts, m.Agents, m.Loops, m.Tools = nonNil(m.ServiceAccounts), nonNil(m.Agents), nonNil(m.Loops), nonNil(m.Tools)
 	m.Grants, m.Credentials, m.Skills, m.Policies = nonNil(m.Grants), nonNil(m.Credentials), nonNil(m.Skills), nonNil(m.Policies)
 	return m
@@ -392,6 +393,9 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 			limits = append(limits, l)
 		}
 		project["rate_limits"] = limits
+	}
+	if len(m.Budgets) > 0 {
+		project["budgets"] = budgetData(m.Budgets)
 	}
 	return map[string]any{BundleRoot: map[string]any{"project": project}}
 }

@@ -31,10 +31,19 @@ const (
 	StatusStubbed     = "stubbed"
 	StatusUnavailable = "unavailable" // the upstream was down or its connection failed
 	StatusMaxTurns    = "max_turns"   // an agent invocation stopped at its turn limit
+
+	// How the wait of an approval_required decision ended: a person approved the call (which
+	// then ran under a decision of its own), denied it, nobody decided before the approval
+	// expired, or the wait ended with the approval still pending.
+	StatusApproved        = "approved"
+	StatusApprovalDenied  = "approval_denied"
+	StatusApprovalExpired = "approval_expired"
+	StatusApprovalPending = "approval_pending"
 )
 
 // Statuses lists every valid Completion.Status.
-var Statuses = []string{StatusOK, StatusError, StatusTimeout, StatusCancelled, StatusStubbed, StatusUnavailable, StatusMaxTurns}
+var Statuses = []string{StatusOK, StatusError, StatusTimeout, StatusCancelled, StatusStubbed, StatusUnavailable, StatusMaxTurns,
+	StatusApproved, StatusApprovalDenied, StatusApprovalExpired, StatusApprovalPending}
 
 // Event is one policy decision, close to OPA's decision-log event
 // (openpolicyagent.org/docs/management-decision-logs) plus Lush's own fields, which are also
@@ -72,6 +81,11 @@ type Event struct {
 	TraceID     string   `json:"trace_id,omitempty"`
 	SpanID      string   `json:"span_id,omitempty"`
 	Error       string   `json:"error,omitempty"`
+
+	// Charges are applied to budget usage in the transaction that commits the event (budgets.go).
+	// Not part of the event document: the document records the decision, and what the decision
+	// charged follows from it.
+	Charges []Charge `json:"-"`
 }
 
 // Bundle identifies the bundle that decided.
@@ -91,6 +105,9 @@ type Completion struct {
 	// Tokens the model used, for agent invocations (agentd's agent/invoke decisions).
 	TokensInput  int64 `json:"tokens_input,omitempty"`
 	TokensOutput int64 `json:"tokens_output,omitempty"`
+	// Charges are applied to budget usage in the transaction that commits the completion (an
+	// invocation's tokens). Not part of the stored completion.
+	Charges []Charge `json:"-"`
 }
 
 // eventColumns returns the stored columns of e, whose JSON document is data, in insertEvent's

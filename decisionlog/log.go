@@ -215,6 +215,27 @@ type Log struct {
 	ckptDone chan struct{} // closed when the checkpointer has exited
 
 	written, failed, rejected, pending, maintFailed atomic.Int64
+
+	sharedMu sync.Mutex
+	shared   map[any]any // Shared's values
+}
+
+// Shared returns the value kept under key for everyone using this log, made by mk on first use:
+// state that belongs with the store rather than with any one of its users, such as the budget
+// ledger that caches the log's budget usage for every enforcer writing to it. key should be a
+// value of an unexported type of the caller's package.
+func (l *Log) Shared(key any, mk func() any) any {
+	l.sharedMu.Lock()
+	defer l.sharedMu.Unlock()
+	if v, ok := l.shared[key]; ok {
+		return v
+	}
+	if l.shared == nil {
+		l.shared = map[any]any{}
+	}
+	v := mk()
+	l.shared[key] = v
+	return v
 }
 
 type kind uint8
@@ -232,9 +253,12 @@ const (
 type request struct {
 	kind kind
 	args []any // the insert statement's arguments
-	out  any   // a checkpoint's or retention's result, set by the writer before it answers
-	done chan error
-	then func(error)
+	// charges are applied to budget usage when the event or completion is inserted (not when
+	// it is refused).
+	charges []Charge
+	out     any // a checkpoint's or retention's result, set by the writer before it answers
+	done    chan error
+	then    func(error)
 }
 
 // answer hands the writer's result to whoever waits for it.
@@ -366,12 +390,16 @@ func (l *Log) Record(ctx context.Context, e *Event) error {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision: %w", err)
 	}
+	if err := validateCharges(ev.Charges); err != nil {
+		l.rejected.Add(1)
+		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
+	}
 	data, err := encodeJSON(&ev)
 	if err != nil {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)
 	}
-	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, string(data))}
+	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, string(data)), charges: ev.Charges}
 	if err := l.submit(ctx, r); err != nil {
 		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
 	}
@@ -430,6 +458,10 @@ func (l *Log) completion(c *Completion) (*request, error) {
 		l.rejected.Add(1)
 		return nil, fmt.Errorf("record completion: %w", err)
 	}
+	if err := validateCharges(cp.Charges); err != nil {
+		l.rejected.Add(1)
+		return nil, fmt.Errorf("record completion %s: %w", cp.DecisionID, err)
+	}
 	var resp, msg any
 	if len(cp.Response) > 0 {
 		compact, err := encodeJSON(cp.Response)
@@ -447,7 +479,7 @@ func (l *Log) completion(c *Completion) (*request, error) {
 		tin, tout = cp.TokensInput, cp.TokensOutput
 	}
 	return &request{kind: kindCompletion, args: []any{
-		cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg, tin, tout}}, nil
+		cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg, tin, tout}, charges: cp.Charges}, nil
 }
 
 // submit queues r without blocking and waits until the writer has committed it or failed.
@@ -822,9 +854,13 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 		var err error
 		switch r.kind {
 		case kindEvent:
-			err = w.appendEvent(ctx, &h, r)
+			if err = w.appendEvent(ctx, &h, r); err == nil {
+				err = w.charge(ctx, r.charges)
+			}
 		case kindCompletion:
-			err = w.appendCompletion(ctx, &h, r)
+			if err = w.appendCompletion(ctx, &h, r); err == nil {
+				err = w.charge(ctx, r.charges)
+			}
 		case kindCheckpoint:
 			err = w.checkpoint(ctx, &h, r)
 		case kindRetention:

@@ -46,6 +46,7 @@ func (w *writer) appendRun(ctx context.Context, h *head, run []*request) ([]erro
 
 	refused := make([]error, len(run))
 	var args []any
+	var charges []Charge // of the requests inserted
 	n := 0
 	flush := func() error {
 		if n == 0 {
@@ -86,6 +87,7 @@ func (w *writer) appendRun(ctx context.Context, h *head, run []*request) ([]erro
 			hash = chainHash(h.hash, eventEntry(w.cfg.partition, pos, id, r.args[1].(int64), r.args[len(r.args)-1].(string)))
 			logged[id] = true
 		}
+		charges = append(charges, r.charges...)
 		args = append(append(args, r.args...), w.cfg.partition, pos, hash)
 		h.pos, h.hash = pos, hash
 		if n++; n == maxRowsPerInsert {
@@ -95,6 +97,9 @@ func (w *writer) appendRun(ctx context.Context, h *head, run []*request) ([]erro
 		}
 	}
 	if err := flush(); err != nil {
+		return nil, err
+	}
+	if err := w.charge(ctx, charges); err != nil {
 		return nil, err
 	}
 	return refused, nil

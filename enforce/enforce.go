@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/budget"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/telemetry"
 )
@@ -47,6 +48,10 @@ type Config struct {
 	// MaxRateBuckets bounds the token buckets kept for per-principal rate limits (default
 	// DefaultMaxRateBuckets); idle buckets are dropped first.
 	MaxRateBuckets int
+	// Budgets is the process's budget ledger (lush.yaml budgets), shared by all its enforcers so
+	// that their calls cannot overspend together. Nil: the ledger shared by everyone using Log
+	// (budget.ForLog).
+	Budgets *budget.Ledger
 }
 
 // Enforcer decides and records. It is safe for concurrent use; SetEngine swaps the policy
@@ -57,20 +62,33 @@ type Config struct {
 // bucket that applies to the call, and when one is empty it tells the policy so in
 // input.rate_limit, and the policy denies the call (lush.rate.limited). A call that is not
 // allowed, for any reason, gives its tokens back.
+//
+// It applies the project's budgets (data.lush.project.budgets) to the same actions: before
+// deciding, it reserves the call's cost of every budget that applies (Config.Budgets) and tells
+// the policy in input.budget, which denies the call when one is exhausted
+// (lush.budget.exhausted). A call that runs (allowed or stubbed, and recorded) is charged in the
+// decision log in the transaction that records its decision; any other gives its reservation
+// back. An invocation's tokens are charged with its completion (CompleteInvocation).
 type Enforcer struct {
 	cfg   Config
 	state atomic.Pointer[state]
 	swap  sync.Mutex // serializes SetEngine
 }
 
-// state is a policy and the rate limiter of its build.
+// state is a policy and the rate limiter and budgets of its build.
 type state struct {
 	engine  *authz.Engine
-	limiter *limiter // nil when the build has no rate limits
+	limiter *limiter        // nil when the build has no rate limits
+	budgets []budget.Budget // the build's budgets
 }
 
 // New returns an enforcer without a policy: until SetEngine, every call is denied.
-func New(cfg Config) *Enforcer { return &Enforcer{cfg: cfg} }
+func New(cfg Config) *Enforcer {
+	if cfg.Budgets == nil && cfg.Log != nil {
+		cfg.Budgets = budget.ForLog(cfg.Log)
+	}
+	return &Enforcer{cfg: cfg}
+}
 
 // SetEngine makes eng the policy for calls that start from now on. The rate limiter's buckets
 // are kept when the new build has the same rate limits, and start afresh when they changed.
@@ -84,7 +102,7 @@ func (e *Enforcer) SetEngine(eng *authz.Engine) {
 	} else {
 		lim = newLimiter(limits, e.cfg.Clock, e.cfg.MaxRateBuckets)
 	}
-	e.state.Store(&state{engine: eng, limiter: lim})
+	e.state.Store(&state{engine: eng, limiter: lim, budgets: budget.FromEngine(eng)})
 }
 
 // Engine returns the current policy engine (nil before the first SetEngine).
@@ -110,6 +128,7 @@ type Verdict struct {
 	RetryAfter time.Duration
 	enforcer   *Enforcer
 	event      *decisionlog.Event
+	budgets    *budget.Reservation // the budgets that applied, when the call was charged
 }
 
 // Decide evaluates in, records the decision, and returns the verdict. It always returns a
@@ -134,8 +153,9 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 	in.Environment = e.cfg.Environment
 	var eng *authz.Engine
 	var lim *limiter
+	var budgets []budget.Budget
 	if s := e.state.Load(); s != nil {
-		eng, lim = s.engine, s.limiter
+		eng, lim, budgets = s.engine, s.limiter, s.budgets
 	}
 	start := time.Now()
 	// The enforcer alone says whether a rate limit is exceeded.
@@ -145,6 +165,13 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 		if res = lim.reserve(&in); res.exceeded {
 			in.RateLimit = &authz.RateLimit{Exceeded: true, Limit: res.label, RetryAfterMS: RetryAfterMS(res.retry)}
 		}
+	}
+	// And alone says how much of each budget is left.
+	in.Budget = nil
+	var spend *budget.Reservation
+	var budgetErr error
+	if eng != nil && e.cfg.Budgets != nil {
+		spend, in.Budget, budgetErr = e.reserveBudgets(ctx, budgets, &in)
 	}
 	var d authz.Decision
 	if eng == nil {
@@ -157,6 +184,9 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 		if err := pre(ctx); err != nil {
 			d = refused(d, err)
 		}
+	}
+	if budgetErr != nil && d.Error == "" {
+		d.Error = "budgets: " + budgetErr.Error()
 	}
 	v := &Verdict{Decision: d, ID: newID(), Latency: time.Since(start), enforcer: e}
 	if in.Tool != nil {
@@ -176,6 +206,16 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 	if len(ops) > 0 {
 		decisionlog.ApplyMask(v.event, ops) // on a bad operation it erases the whole input itself
 	}
+	// A call that runs is charged with its decision, in the same transaction.
+	if spend != nil && v.Allow && (v.Outcome == authz.OutcomeAllow || v.Outcome == authz.OutcomeStub) {
+		v.event.Charges = spend.Charges()
+	}
+	extra := chargesOf(ctx) // a decision that is itself a change of usage (WithCharges)
+	if len(extra) > 0 && v.Allow && v.Outcome == authz.OutcomeAllow {
+		v.event.Charges = append(v.event.Charges, extra...)
+	} else {
+		extra = nil
+	}
 	if err := e.cfg.Log.Record(ctx, v.event); err != nil {
 		if e.cfg.Metrics != nil {
 			e.cfg.Metrics.LogWriteFailures.Inc()
@@ -186,6 +226,15 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 		v.Decision.Revision = d.Revision
 	} else {
 		v.Recorded = true
+	}
+	if charges(v) {
+		spend.Commit()
+		v.budgets = spend
+		if len(extra) > 0 && e.cfg.Budgets != nil {
+			e.cfg.Budgets.Charged(extra)
+		}
+	} else {
+		spend.Release()
 	}
 	if !v.Allow {
 		res.cancel() // the call does not run: it does not count against any limit
@@ -304,10 +353,13 @@ func (v *Verdict) Complete(status string, latency time.Duration, response json.R
 }
 
 // CompleteInvocation records how an agent invocation (an agent/invoke decision) ended,
-// with the tokens its model used.
+// with the tokens its model used. The tokens are charged to the token budgets that applied to
+// the invocation, in the transaction that records the completion (a budget may thus be overrun
+// by the invocation that exhausts it).
 func (v *Verdict) CompleteInvocation(status string, latency time.Duration, tokensIn, tokensOut int64, errText string) error {
 	return v.complete(&decisionlog.Completion{DecisionID: v.ID, Timestamp: time.Now().UTC(), Status: status,
-		LatencyNS: latency.Nanoseconds(), Error: errText, TokensInput: tokensIn, TokensOutput: tokensOut})
+		LatencyNS: latency.Nanoseconds(), Error: errText, TokensInput: tokensIn, TokensOutput: tokensOut,
+		Charges: v.budgets.Tokens(tokensIn + tokensOut)})
 }
 
 func (v *Verdict) complete(c *decisionlog.Completion) error {
@@ -315,6 +367,10 @@ func (v *Verdict) complete(c *decisionlog.Completion) error {
 	err := e.cfg.Log.CompleteAsync(c, func(err error) {
 		if err != nil {
 			e.completionFailed(v.ID, err)
+			return
+		}
+		if len(c.Charges) > 0 && e.cfg.Budgets != nil {
+			e.cfg.Budgets.Charged(c.Charges)
 		}
 	})
 	if err != nil {

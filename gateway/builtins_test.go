@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/mcp"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
@@ -18,7 +21,7 @@ import (
 
 // shellHarness serves a project whose assistant may use builtin/shell (group:eng holds a write
 // grant). approvals sets authorization.approval_required_for (nil: the default, destructive).
-func shellHarness(t *testing.T, cfg gateway.Config, approvals []string) *harness {
+func shellHarness(t *testing.T, cfg gateway.Config, approvals []string, opts ...func(*gateway.Options)) *harness {
 	t.Helper()
 	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
 	h := &harness{t: t, rec: rec, url: url}
@@ -34,7 +37,7 @@ func shellHarness(t *testing.T, cfg gateway.Config, approvals []string) *harness
 	}
 	os.WriteFile(p, []byte(strings.Replace(string(spec), "acl:\n", "  - name: builtin/shell\n    access: write\nacl:\n", 1)), 0o644)
 	os.MkdirAll(filepath.Join(h.dir, "work"), 0o755)
-	h.serve(cfg)
+	h.serve(cfg, opts...)
 	return h
 }
 
@@ -151,6 +154,55 @@ func TestBuiltinShellIsAWrite(t *testing.T) {
 				t.Error("the command ran")
 			}
 		})
+	}
+}
+
+// TestBuiltinShellApproved: the shell's command waits for a person and, approved, runs (live
+// writes on), under a decision that names the approver.
+func TestBuiltinShellApproved(t *testing.T) {
+	cfg := gateway.Config{Builtins: gateway.BuiltinsConfig{Shell: gateway.ShellConfig{Mode: "allowlist", Allowed: []string{"touch"}}},
+		Approvals: approval.Config{Wait: 20 * time.Second, Poll: 10 * time.Millisecond}}
+	cfg.LiveWrites.Tools = []string{"builtin/shell"}
+	var store *decisionlog.Approvals
+	h := shellHarness(t, cfg, nil, func(o *gateway.Options) {
+		var err error
+		if store, err = decisionlog.OpenApprovals(o.Log.Path()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		o.Approvals = store
+	})
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		done <- callTool(t, h.client("assistant", aliceKey), "shell", map[string]any{"cmd": "touch created"})
+	}()
+	var pending []decisionlog.Approval
+	for deadline := time.Now().Add(10 * time.Second); len(pending) == 0 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var err error
+		if pending, err = store.List(context.Background(), decisionlog.ApprovalFilter{Status: decisionlog.ApprovalPending}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(pending) != 1 || pending[0].Tool != "builtin/shell" || pending[0].Principal != "user:alice" {
+		t.Fatalf("pending approvals: %+v", pending)
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "created")); err == nil {
+		t.Fatal("the command ran before it was approved")
+	}
+	if _, err := store.Decide(context.Background(), pending[0].ID, true, "user:bob", "fine", "d-1"); err != nil {
+		t.Fatal(err)
+	}
+	res := <-done
+	if got := structured(t, res); !got.OK {
+		t.Fatalf("the approved command: %s", text(res))
+	}
+	if _, err := os.Stat(filepath.Join(h.dir, "created")); err != nil {
+		t.Errorf("the approved command did not run: %v", err)
+	}
+	h.log.Sync(context.Background())
+	recs, _ := h.log.Query(context.Background(), decisionlog.Filter{Tool: "builtin/shell", Outcome: "allow"})
+	if len(recs) != 1 || !slices.Contains(recs[0].Event.Rules, "lush.approval.granted") {
+		t.Errorf("the decision the command ran under: %+v", recs)
 	}
 }
 

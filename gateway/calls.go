@@ -86,6 +86,14 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
 		attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
 		attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
+	if v.Outcome == authz.OutcomeApproval {
+		// The call waits for a person; approved, it runs under a decision of its own.
+		span.SetAttributes(attribute.String("lush.status", "approval_required"))
+		var refusal any
+		if v, refusal = c.awaitApproval(ctx, e, in, v, p["arguments"], pre); refusal != nil {
+			return refusal, nil
+		}
+	}
 
 	switch v.Outcome {
 	case authz.OutcomeAllow:
@@ -93,9 +101,10 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		v.Complete(decisionlog.StatusStubbed, 0, nil, "")
 		span.SetAttributes(attribute.String("lush.status", "stubbed"))
 		return stub.Result(stubCall(e, args, v)), nil
-	case authz.OutcomeApproval:
-		span.SetAttributes(attribute.String("lush.status", "approval_required"))
-		msg := fmt.Sprintf("This call needs a person's approval (%s), and this gateway cannot take approvals yet, so it is refused (decision %s).",
+	case authz.OutcomeApproval: // approved, and the policy asks again: refused rather than asked in a loop
+		v.Complete(decisionlog.StatusError, 0, nil, "the policy asked for approval of an approved call")
+		span.SetAttributes(attribute.String("lush.status", "denied"))
+		msg := fmt.Sprintf("This call was approved, but the policy still asks for approval (%s), so it is refused (decision %s).",
 			joinReasons(v.Approvals), v.ID)
 		return toolError(msg, v), nil
 	default: // deny, error

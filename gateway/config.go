@@ -14,6 +14,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/mesh/extauthz"
@@ -43,6 +44,8 @@ type Config struct {
 	ExtAuthz extauthz.Config `yaml:"ext_authz"`
 	// Builtins configures the tools built into Lush (builtin/shell).
 	Builtins BuiltinsConfig `yaml:"builtins"`
+	// Approvals says how calls that need a person's approval wait for one.
+	Approvals approval.Config `yaml:"approvals"`
 }
 
 // UpstreamConfig tunes the connections to MCP servers.
@@ -200,6 +203,9 @@ func (c Config) Validate() error {
 		problems = append(problems, "max_body_bytes: must be positive")
 	}
 	if err := c.Credentials.Check(); err != nil {
+		problems = append(problems, err.Error())
+	}
+	if err := c.Approvals.Validate(); err != nil {
 		problems = append(problems, err.Error())
 	}
 	if err := c.ExtAuthz.Validate(); err != nil {

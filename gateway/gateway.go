@@ -62,6 +62,9 @@ type Options struct {
 	// Signer signs the delegation tokens of lush:// calls (with Config.Agents.URL). When nil and
 	// agents.delegation_key is set, the gateway loads that key.
 	Signer *identity.Signer
+	// Approvals is where calls that need a person's approval wait (OpenApprovals). Without it,
+	// such calls are refused.
+	Approvals *decisionlog.Approvals
 	// OnDeploy, when set, is called after a build is deployed, with its policy engine: agentd,
 	// in the same process, serves the same build under the same policy.
 	OnDeploy func(m *manifest.Manifest, hash string, eng *authz.Engine)
@@ -190,7 +193,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if cfg.ExtAuthz.Enabled() {
 		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Log: opts.Log, Auth: opts.Auth, Broker: g.broker,
 			LiveWrites: cfg.LiveWrites.Live, Environment: cfg.Environment, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
-			Instance: opts.Instance, Version: opts.Version}); err != nil {
+			Instance: opts.Instance, Version: opts.Version, Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals}); err != nil {
 			g.Close()
 			return nil, err
 		}

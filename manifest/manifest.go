@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/lush-agents/lush/schedule"
@@ -43,6 +44,57 @@ type Manifest struct {
 	// RateLimits are lush.yaml rate_limits, sorted. Omitted when there are none, so such
 	// manifests keep their hash.
 	RateLimits []RateLimit `json:"rate_limits,omitempty"`
+	// Budgets are lush.yaml budgets, sorted by name. Omitted when there are none, so such
+	// manifests keep their hash.
+	Budgets []Budget `json:"budgets,omitempty"`
+}
+
+// Budget is a limit of Limit units (Unit: tokens, tool_calls or credits) per calendar period
+// (Per: hour, day, week or month, UTC) for an agent (one usage, whoever calls it) or for the
+// callers a principal pattern matches (a principal id, a group, or "*"; each caller has its own
+// usage). Exactly one of Agent and Principal is set.
+type Budget struct {
+	Name      string       `json:"name"`
+	Agent     string       `json:"agent,omitempty"`
+	Principal string       `json:"principal,omitempty"`
+	Unit      string       `json:"unit"`
+	Limit     int64        `json:"limit"`
+	Per       string       `json:"per"`
+	Costs     []BudgetCost `json:"costs,omitempty"` // credits budgets: the cost of a tools/call (default 1)
+}
+
+// String names the budget as listings show it: "researcher-tokens: agent researcher, 200000
+// tokens per day", with its costs after it.
+func (b Budget) String() string {
+	who := "agent " + b.Agent
+	if b.Agent == "" {
+		who = "each of " + b.Principal
+	}
+	unit := b.Unit
+	if unit == "tool_calls" {
+		unit = "tool calls"
+	}
+	s := fmt.Sprintf("%s: %s, %d %s per %s", b.Name, who, b.Limit, unit, b.Per)
+	if len(b.Costs) > 0 {
+		costs := make([]string, 0, len(b.Costs))
+		for _, c := range b.Costs {
+			tool := c.Tool
+			if c.Name != "" {
+				tool += " (" + c.Name + ")"
+			}
+			costs = append(costs, fmt.Sprintf("%s %d", tool, c.Credits))
+		}
+		s += " (costs: " + strings.Join(costs, ", ") + ")"
+	}
+	return s
+}
+
+// BudgetCost is the credits a tools/call of Tool costs: of its tool Name when set, of every
+// tool of Tool otherwise.
+type BudgetCost struct {
+	Tool    string `json:"tool"`
+	Name    string `json:"name,omitempty"`
+	Credits int64  `json:"credits"`
 }
 
 // RateLimit is a token bucket of Burst requests refilled at Rate: for a principal, one bucket

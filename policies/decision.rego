@@ -60,15 +60,17 @@ allowed_decision := {
 
 # nothing_denies: the allow-side evidence the action requires is complete and
 # no deny rule fires. With that evidence no base deny rule can fire except
-# lush.depth.exceeded, lush.schema.invalid_arguments, lush.rate.limited and
-# lush.approval.self: every other one needs a piece of the evidence to be
-# missing, a well-formedness problem or another action. So nothing_denies
-# implies allow without evaluating the base deny rules (the tests check it).
+# lush.depth.exceeded, lush.schema.invalid_arguments, lush.rate.limited,
+# lush.budget.exhausted and lush.approval.self: every other one needs a piece
+# of the evidence to be missing, a well-formedness problem or another action.
+# So nothing_denies implies allow without evaluating the base deny rules (the
+# tests check it).
 nothing_denies if {
 	allow_evidence
 	not depth_exceeded
 	not arguments_invalid
 	not rate_limited
+	not budget_exhausted
 	not self_approval
 	count(project_denials) == 0
 }
@@ -114,6 +116,8 @@ required_rules := {
 	"audit/read": {"lush.role.audit"},
 	"approval/read": {"lush.role.approval_read"},
 	"approval/decide": {"lush.role.approve"},
+	"budget/read": {"lush.role.budget_read"},
+	"budget/top-up": {"lush.role.budget"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the

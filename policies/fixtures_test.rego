@@ -72,6 +72,7 @@ project := {
 	"roles": {
 		"audit": {"group:auditors": true, "user:erin": true, "user:mallory": "yes"},
 		"approve": {"group:security": true},
+		"budget": {"group:finance": true},
 	},
 	"classes": {
 		fs: {
@@ -196,3 +197,14 @@ allowed(d, outcome, rules) if {
 }
 
 call_rules := {"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"}
+
+# fay: a holder of the budget role through her group.
+fay := {"id": "user:fay", "groups": ["group:finance"]}
+
+budget_read(principal) := {"action": "budget/read", "principal": principal}
+
+budget_top_up(principal) := {
+	"action": "budget/top-up",
+	"principal": principal,
+	"arguments": {"budget": "researcher-tokens", "subject": "researcher", "amount": 1000, "reason": "quarter end"},
+}

@@ -33,9 +33,10 @@ loop_actions := {"loop/trigger", "loop/read"}
 known_actions := {
 	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get",
 	"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide",
+	"budget/read", "budget/top-up",
 }
 
-known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
+known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
 
 # The fields of the input, each defined only when present and well formed.
 
@@ -226,7 +227,7 @@ input_ok if {
 }
 
 input_ok if {
-	input.action in {"audit/read", "approval/read", "approval/decide"}
+	input.action in {"audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up"}
 	principal_id
 	groups_ok
 }

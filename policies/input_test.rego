@@ -15,6 +15,8 @@ valid_inputs := {
 	"audit/read": audit_read(zoe),
 	"approval/read": approval_read(sam),
 	"approval/decide": approval_decide(sam, "user:alice"),
+	"budget/read": budget_read(fay),
+	"budget/top-up": budget_top_up(fay),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -112,14 +114,14 @@ test_action_problems[note] if {
 
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
-		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, ",
+		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
-		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, loop/read, loop/trigger, ",
+		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
 		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
 	])}
 }

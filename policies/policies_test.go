@@ -190,7 +190,7 @@ const quickstart = `{"lush": {"project": {
     "daily-digest": {"agent": "helper", "run_as": "serviceaccount:digest-bot",
                      "acl": {"execute": {"group:ops": true}, "read": {"group:everyone": true}}}
   },
-  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}},
+  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}, "budget": {"group:finance": true}},
   "grants": {
     "mcp://npx/@modelcontextprotocol/server-filesystem": {
       "group:engineering": [{"access": "read"}],
@@ -597,11 +597,13 @@ var (
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.rate.limited", "lush.default.deny",
 		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
+		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
 		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
 		"lush.writes.stub", "lush.approval.risk", "lush.approval.granted", "lush.role.approve", "lush.role.approval_read",
+		"lush.role.budget", "lush.role.budget_read",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.
@@ -950,6 +952,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	isLoop := action == "loop/trigger" || action == "loop/read"
 	isAudit := action == "audit/read"
 	isApproval := action == "approval/read" || action == "approval/decide"
+	isBudgetAPI := action == "budget/read" || action == "budget/top-up"
 	tool := obj(in["tool"])
 	ref, _ := tool["ref"].(string)
 	name, _ := tool["name"].(string)
@@ -1028,7 +1031,7 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	oneOf := func(vs ...string) func(any) bool {
 		return func(v any) bool { s, ok := v.(string); return ok && slices.Contains(vs, s) }
 	}
-	valid := validID && groupsOK && (isAgent || isLoop || isAudit || isApproval)
+	valid := validID && groupsOK && (isAgent || isLoop || isAudit || isApproval || isBudgetAPI)
 	if isAgent {
 		valid = valid && agent != "" && chainOK && depthOK
 	}
@@ -1056,6 +1059,12 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	// The enforcer's rate limit verdict: anything but absent, null or {exceeded: false} denies.
 	if rl, has := in["rate_limit"]; has && rl != nil {
 		if m, ok := rl.(map[string]any); !ok || m["exceeded"] != false {
+			return res
+		}
+	}
+	// The enforcer's budget verdict: anything but absent, null or {exhausted: false} denies.
+	if b, has := in["budget"]; has && b != nil {
+		if m, ok := b.(map[string]any); !ok || m["exhausted"] != false {
 			return res
 		}
 	}
@@ -1127,6 +1136,10 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	case "approval/decide":
 		requester, _ := lookup(in, "arguments", "requester")
 		allow = holds(roles["approve"]) && requester != any(id)
+	case "budget/read":
+		allow = holds(roles["budget"]) || holds(roles["audit"])
+	case "budget/top-up":
+		allow = holds(roles["budget"])
 	}
 	res.Allow = allow
 	if allow && action == "tools/call" {
@@ -1166,6 +1179,9 @@ func randomInput(r *rand.Rand) map[string]any {
 		{"action": "audit/read", "principal": map[string]any{"id": "user:erin"}},
 		{"action": "approval/read", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
 		{"action": "approval/decide", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
+		{"action": "budget/read", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
+		{"action": "budget/top-up", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
+		with(readCall(), "budget", map[string]any{"exhausted": false, "budgets": []any{}}),
 		with(readCall(), "tool", map[string]any{"ref": "tools/shell"}, "approval", map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"}),
 	}
 	pick := func(vs ...any) any { return vs[r.Intn(len(vs))] }
@@ -1173,7 +1189,7 @@ func randomInput(r *rand.Rand) map[string]any {
 	pools := map[string]func() any{
 		"action": func() any {
 			return pick("tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list",
-				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "tools/delete", 5, absent)
+				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up", "tools/delete", 5, absent)
 		},
 		"principal": func() any {
 			p := map[string]any{}
@@ -1183,7 +1199,7 @@ func randomInput(r *rand.Rand) map[string]any {
 			}
 			if g := pick([]any{"group:engineering"}, []any{"group:ops"}, []any{}, nil, absent, absent,
 				[]any{"group:engineering", "group:ops"}, "group:ops", []any{"user:carol"}, []any{"group:ops", 3},
-				[]any{"group:auditors"}); g != absent {
+				[]any{"group:auditors"}, []any{"group:finance"}); g != absent {
 				p["groups"] = g
 			}
 			return pick(p, p, p, "user:alice", absent)
@@ -1215,6 +1231,13 @@ func randomInput(r *rand.Rand) map[string]any {
 		"rate_limit": func() any {
 			return pick(map[string]any{"exceeded": true, "limit": "user:alice 5/s burst 10", "retry_after_ms": 200},
 				map[string]any{"exceeded": false}, map[string]any{"limit": "x"}, nil, "x", absent, absent)
+		},
+		"budget": func() any {
+			exhausted := map[string]any{"name": "calls", "subject": "researcher", "unit": "tool_calls", "per": "day", "limit": 2, "used": 2,
+				"granted": 0, "remaining": 0, "cost": 1, "period_end": "2026-11-26T00:00:00Z"}
+			return pick(map[string]any{"exhausted": true, "budgets": []any{exhausted}}, map[string]any{"exhausted": false, "budgets": []any{}},
+				map[string]any{"exhausted": true, "error": "usage cannot be read"}, map[string]any{"budgets": []any{exhausted}},
+				map[string]any{"exhausted": "false"}, nil, "x", absent, absent)
 		},
 		"approval": func() any {
 			return pick(map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"},

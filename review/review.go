@@ -22,7 +22,9 @@ import (
 const AnyOtherTool = "*"
 
 // Row is one thing a subject can do: call Tool (Name, for an MCP server) through Agent, or, for
-// a project role, an Action of its own (audit/read: read the decision log).
+// a project role, an Action of its own (audit/read: read the decision log; approval/read and
+// approval/decide: list and decide the calls that wait for a person; budget/read and
+// budget/top-up: read and top up budgets).
 type Row struct {
 	Subject   string   `json:"subject"`          // user:, group: or serviceaccount:
 	Action    string   `json:"action,omitempty"` // a project role's action; empty for tool rows
@@ -89,16 +91,35 @@ func Compute(ctx context.Context, m *manifest.Manifest, eng *authz.Engine) (*Rev
 			}
 		}
 		// Project roles that the policy turns into actions of their own.
-		in := authz.Input{Action: authz.ActionAuditRead, Principal: authz.Principal{ID: subject, Groups: []string{}}}
-		switch d := eng.Decide(ctx, in); {
-		case d.Outcome == authz.OutcomeError:
-			return nil, fmt.Errorf("review %s for %s: %s", subject, in.Action, d.Error)
-		case d.Allow:
-			rv.Rows = append(rv.Rows, Row{Subject: subject, Action: in.Action, Access: "read", Outcome: d.Outcome, Risk: d.Risk,
-				GrantedBy: roleEntries(m, "audit", match)})
+		for _, ra := range roleActions {
+			in := authz.Input{Action: ra.action, Principal: authz.Principal{ID: subject, Groups: []string{}}}
+			switch d := eng.Decide(ctx, in); {
+			case d.Outcome == authz.OutcomeError:
+				return nil, fmt.Errorf("review %s for %s: %s", subject, in.Action, d.Error)
+			case d.Allow:
+				var by []string
+				for _, role := range ra.roles {
+					by = append(by, roleEntries(m, role, match)...)
+				}
+				rv.Rows = append(rv.Rows, Row{Subject: subject, Action: in.Action, Access: "read", Outcome: d.Outcome, Risk: d.Risk,
+					GrantedBy: by})
+			}
 		}
 	}
 	return rv, nil
+}
+
+// roleActions are the actions project roles give (lush.yaml roles:), with the roles that give
+// each.
+var roleActions = []struct {
+	action string
+	roles  []string
+}{
+	{authz.ActionAuditRead, []string{"audit"}},
+	{authz.ActionApprovalRead, []string{"approve", "audit"}},
+	{authz.ActionApprovalDecide, []string{"approve"}},
+	{authz.ActionBudgetRead, []string{"budget", "audit"}},
+	{authz.ActionBudgetTopUp, []string{"budget"}},
 }
 
 // roleEntries are the lush.yaml roles entries of the match set for role.

@@ -2,8 +2,10 @@ package review_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -147,5 +149,31 @@ func TestAuditRole(t *testing.T) {
 	}
 	if strings.Join(got, ",") != "revoked group:security,granted user:carol" {
 		t.Errorf("diff of the audit role: %v", got)
+	}
+}
+
+// TestApproveRole: who may list and decide approvals is in the review: approve gives both,
+// audit only the listing.
+func TestApproveRole(t *testing.T) {
+	rv := build(t, func(dir string) {
+		p := filepath.Join(dir, "lush.yaml")
+		data, _ := os.ReadFile(p)
+		os.WriteFile(p, []byte(strings.Replace(string(data), "approve: [group:security]", "approve: [user:carol]", 1)), 0o644)
+	})
+	var got []string
+	for _, r := range rv.Rows {
+		if r.Action == authz.ActionApprovalRead || r.Action == authz.ActionApprovalDecide {
+			got = append(got, fmt.Sprintf("%s %s %v", r.Subject, r.Action, r.GrantedBy))
+		}
+	}
+	want := []string{
+		"group:security approval/read [role audit group:security]",
+		"user:carol approval/read [role approve user:carol]",
+		"user:carol approval/decide [role approve user:carol]",
+	}
+	slices.Sort(got)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("approval rows:\n got %q\nwant %q", got, want)
 	}
 }

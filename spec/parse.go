@@ -27,7 +27,7 @@ var (
 	classFields      = []string{"access", "risk"}
 	aclFields        = []string{"principal", "role"}
 	loopFields       = []string{"name", "schedule", "agent", "run_as", "instruction", "acl", "concurrency", "overlap", "timeout", "catch_up", "phase"}
-	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization", "roles", "rate_limits"}
+	projectFields    = []string{"project", "models", "skills_dir", "service_accounts", "servers", "tool_classes", "tool_grants", "mcp_credentials", "authorization", "roles", "rate_limits", "budgets"}
 	serviceAcctField = []string{"name", "description"}
 	serverFields     = []string{"url", "transport", "args", "env", "timeout"}
 	toolGrantFields  = []string{"tool", "grants"}
@@ -526,6 +526,12 @@ func ParseProjectConfig(file string, data []byte, l *diag.List) *ProjectConfig {
 					p.RateLimits = append(p.RateLimits, r)
 				}
 			})
+		case "budgets":
+			d.seq(v, "budgets", func(item *yaml.Node) {
+				if b, ok := d.budget(item); ok {
+					p.Budgets = append(p.Budgets, b)
+				}
+			})
 		}
 	})
 	if !ok {
@@ -545,7 +551,7 @@ func (d *decoder) roles(n *yaml.Node) []Role {
 	for _, p := range ps {
 		name := Scalar[string]{Value: p.key, Pos: d.at(p.k)}
 		if !slices.Contains(ProjectRoles, p.key) {
-			hint := "the roles are " + strings.Join(ProjectRoles, " and ")
+			hint := "the roles are " + strings.Join(ProjectRoles[:len(ProjectRoles)-1], ", ") + " and " + ProjectRoles[len(ProjectRoles)-1]
 			if c := diag.DidYouMean(p.key, ProjectRoles); c != "" {
 				hint = c + " (" + hint + ")"
 			}

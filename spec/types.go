@@ -41,8 +41,9 @@ var (
 
 // ProjectRoles are the roles lush.yaml roles: can give principals across the whole project:
 // audit reads the decision log (GET /audit/decisions, the web UI at /ui); approve decides
-// approvals.
-var ProjectRoles = []string{"audit", "approve"}
+// approvals; budget reads budget usage and tops budgets up (GET /budgets, POST
+// /budgets/{name}/top-up; audit may read usage too).
+var ProjectRoles = []string{"audit", "approve", "budget"}
 
 // OverlapModes are what happens to a loop firing that is due while the loop's concurrency limit
 // of firings is already running: skip it, or queue it until one finishes.
@@ -138,6 +139,7 @@ type ProjectConfig struct {
 	Authorization   Authorization
 	Roles           []Role // roles: project roles and the principals that hold them, in file order
 	RateLimits      []RateLimit
+	Budgets         []Budget // budgets: usage limits per agent or principal and period (budgets.go)
 }
 
 // RateLimit is one entry of lush.yaml rate_limits: a token bucket of Burst requests refilled at

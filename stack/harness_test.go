@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +180,7 @@ type harness struct {
 	log   string // decision log path
 	hash  string
 	logs  *syncbuf.Buffer // the stack's own log output (debug level)
+	stop  func()          // shuts the stack down (once; also at the test's end)
 }
 
 type harnessOpts struct {
@@ -189,6 +191,8 @@ type harnessOpts struct {
 	scheduler bool
 	// lushYAML is appended to the project's lush.yaml.
 	lushYAML string
+	// logPath is the decision log (default: a new file), to start a stack on another's log.
+	logPath string
 }
 
 // start builds the test project and serves it with a stack on loopback.
@@ -214,6 +218,9 @@ func start(t testing.TB, o harnessOpts) *harness {
 		o.model = m
 	}
 	h := &harness{t: t, rec: rec, spans: tracetest.NewSpanRecorder(), log: filepath.Join(t.TempDir(), "decisions.db"), logs: &syncbuf.Buffer{}}
+	if o.logPath != "" {
+		h.log = o.logPath
+	}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans))
 	t.Cleanup(func() { tp.Shutdown(context.Background()) })
@@ -235,11 +242,12 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	h.stop = sync.OnceFunc(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		st.Shutdown(sctx)
 	})
+	t.Cleanup(h.stop)
 	h.st = st
 	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
 	if err != nil || !res.OK() {

@@ -11,6 +11,8 @@
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
 //	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
+//	/approvals[/<id>]            calls waiting for a person's approval: list, approve, deny (approvalhttp)
+//	/budgets, /budgets/<n>/top-up  budget usage and top-ups, for the budget role (budgethttp)
 //	/health, /metrics            health and Prometheus metrics
 //
 // agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
@@ -34,8 +36,10 @@ import (
 
 	"github.com/lush-agents/lush/agentd"
 	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/approvalhttp"
 	"github.com/lush-agents/lush/audithttp"
 	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/budgethttp"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/gateway"
@@ -70,11 +74,12 @@ type Stack struct {
 	Scheduler *scheduler.Scheduler // nil without Config.Scheduler
 	Metrics   *telemetry.Metrics
 
-	ln     net.Listener
-	srv    *http.Server
-	log    *decisionlog.Log
-	auth   *identity.Authenticator
-	served chan error
+	ln        net.Listener
+	srv       *http.Server
+	log       *decisionlog.Log
+	approvals *decisionlog.Approvals
+	auth      *identity.Authenticator
+	served    chan error
 }
 
 // Start opens the decision log, listens, builds the gateway and agentd, and serves. No build is
@@ -114,6 +119,9 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if s.log, err = gateway.OpenDecisionLog(ctx, gcfg, filepath.Join(cfg.ProjectDir, ".lush")); err != nil {
 		return nil, err
 	}
+	if s.approvals, err = gateway.OpenApprovals(gcfg); err != nil {
+		return nil, err
+	}
 	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
 		return nil, err
 	}
@@ -149,15 +157,33 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err != nil {
 		return nil, err
 	}
+	// The approvals API: the people with the approve role decide the calls that wait for them.
+	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: gcfg.Environment, Instance: instance,
+		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
+	approvals, err := approvalhttp.New(approvalhttp.Config{Store: s.approvals, Log: s.log, Decider: approver, Auth: s.auth, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	// The budgets API. Every enforcer of the process shares the log, and so one budget ledger
+	// (budget.ForLog): calls decided anywhere in the process cannot overspend together, and a
+	// top-up here is seen by all of them at once.
+	budgeter := enforce.New(enforce.Config{Point: budgethttp.Point, Environment: gcfg.Environment, Instance: instance,
+		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
+	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: budgeter, Auth: s.auth, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
 	onDeploy := func(m *manifest.Manifest, hash string, eng *authz.Engine) {
 		auditor.SetEngine(eng)
+		approver.SetEngine(eng)
+		budgeter.SetEngine(eng)
 		s.Agents.Deploy(m, hash, eng)
 		if s.Scheduler != nil {
 			s.Scheduler.Deploy(m, hash, eng)
 		}
 	}
 	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Log: s.log, Auth: s.auth, Metrics: s.Metrics,
-		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer, OnDeploy: onDeploy}); err != nil {
+		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer, OnDeploy: onDeploy, Approvals: s.approvals}); err != nil {
 		return nil, err
 	}
 	mux := http.NewServeMux()
@@ -175,6 +201,10 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		mux.Handle("/traces", s.authenticated(cfg.Traces))
 		mux.Handle("/traces/", s.authenticated(cfg.Traces))
 	}
+	mux.Handle("/approvals", approvals.Handler())
+	mux.Handle("/approvals/", approvals.Handler())
+	mux.Handle("/budgets", budgets.Handler())
+	mux.Handle("/budgets/", budgets.Handler())
 	ah := audit.Handler()
 	mux.Handle("/audit/", ah)
 	mux.Handle("/ui", ah)
@@ -266,6 +296,9 @@ func (s *Stack) close() {
 	}
 	if s.auth != nil {
 		s.auth.Close()
+	}
+	if s.approvals != nil {
+		s.approvals.Close()
 	}
 	if s.log != nil {
 		s.log.Close()

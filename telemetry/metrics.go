@@ -33,7 +33,9 @@ type Metrics struct {
 	AgentToolCalls    *prometheus.CounterVec   // lush_agent_tool_calls_total{agent,status}
 
 	LoopFirings *prometheus.CounterVec // lush_loop_firings_total{loop,status}
-	LoopLag     prometheus.Histogram   // lush_loop_firing_lag_seconds
+
+	Approvals *prometheus.CounterVec // lush_approvals_total{event}
+	LoopLag   prometheus.Histogram   // lush_loop_firing_lag_seconds
 }
 
 // NewMetrics creates the metrics in a new registry, with the Go runtime and process collectors.
@@ -76,12 +78,15 @@ func NewMetrics() *Metrics {
 		LoopLag: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "lush_loop_firing_lag_seconds",
 			Help:    "Time from a firing's scheduled instant to the start of its run.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300}}),
+		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_approvals_total",
+			Help: "Approvals of calls that waited for a person, by event (requested, approved, denied, expired, pending: the wait ended undecided, consumed: already used)."},
+			[]string{"event"}),
 		AgentToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tool_calls_total",
 			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
 		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.DeclaredTools, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
-		m.LoopFirings, m.LoopLag,
+		m.LoopFirings, m.LoopLag, m.Approvals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

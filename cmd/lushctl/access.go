@@ -143,8 +143,17 @@ func filterSubject(rv *review.Review, subject string) *review.Review {
 }
 
 func rowTool(r review.Row) string {
-	if r.Action == authz.ActionAuditRead {
+	switch r.Action {
+	case authz.ActionAuditRead:
 		return "the decision log (audit/read)"
+	case authz.ActionApprovalRead:
+		return "approvals (approval/read)"
+	case authz.ActionApprovalDecide:
+		return "approve or deny calls (approval/decide)"
+	case authz.ActionBudgetRead:
+		return "budget usage (budget/read)"
+	case authz.ActionBudgetTopUp:
+		return "top budgets up (budget/top-up)"
 	}
 	if r.Name == "" {
 		return r.Tool

@@ -73,9 +73,11 @@ type buildShown struct {
 	Loops    []string `json:"loops"`
 	Tools    []string `json:"tools"`
 	// Limits are the build's rate limits (lush.yaml rate_limits), as "who rate burst N".
-	Limits []string            `json:"rate_limits"`
-	Roles  map[string][]string `json:"roles"`
-	Access *review.Review      `json:"access"`
+	Limits []string `json:"rate_limits"`
+	// Budgets are the build's budgets (lush.yaml budgets), as "name: who, N unit per period".
+	Budgets []string            `json:"budgets"`
+	Roles   map[string][]string `json:"roles"`
+	Access  *review.Review      `json:"access"`
 }
 
 func newBuildsShowCmd() *cobra.Command {
@@ -123,6 +125,10 @@ build that decided them (revision), so this answers "what did that revision allo
 			for _, r := range m.RateLimits {
 				shown.Limits = append(shown.Limits, r.String())
 			}
+			shown.Budgets = []string{}
+			for _, b := range m.Budgets {
+				shown.Budgets = append(shown.Budgets, b.String())
+			}
 			if shown.Roles == nil {
 				shown.Roles = map[string][]string{}
 			}
@@ -141,6 +147,9 @@ build that decided them (revision), so this answers "what did that revision allo
 			}
 			if len(shown.Limits) > 0 {
 				fmt.Fprintf(w, "  rate limits: %s\n", strings.Join(shown.Limits, "; "))
+			}
+			for _, b := range shown.Budgets {
+				fmt.Fprintf(w, "  budget %s\n", b)
 			}
 			fmt.Fprintln(w)
 			return writeReview(w, rv)

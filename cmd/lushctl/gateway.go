@@ -17,9 +17,12 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lush-agents/lush/approvalhttp"
+	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/identity"
 	"github.com/lush-agents/lush/manifest"
@@ -124,6 +127,11 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 		return err
 	}
 	defer dlog.Close()
+	approvals, err := gateway.OpenApprovals(cfg)
+	if err != nil {
+		return err
+	}
+	defer approvals.Close()
 	auth, err := identity.New(ctx, cfg.Auth)
 	if err != nil {
 		return usage("%v", err)
@@ -136,8 +144,17 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	defer tracing.Shutdown(context.WithoutCancel(ctx))
 	metrics := telemetry.NewMetrics()
 	abs, _ := filepath.Abs(dir)
+	// The approvals API decides with the gateway's policy: the people with the approve role
+	// decide here the calls that wait for them.
+	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: cfg.Environment, Version: buildVersion(),
+		Log: dlog, Metrics: metrics, Logger: logger})
+	approvalAPI, err := approvalhttp.New(approvalhttp.Config{Store: approvals, Log: dlog, Decider: approver, Auth: auth, Logger: logger})
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(cfg, gateway.Options{ProjectDir: abs, Log: dlog, Auth: auth, Metrics: metrics,
-		Tracer: tracing.Provider, Logger: logger, Version: buildVersion()})
+		Tracer: tracing.Provider, Logger: logger, Version: buildVersion(), Approvals: approvals,
+		OnDeploy: func(_ *manifest.Manifest, _ string, eng *authz.Engine) { approver.SetEngine(eng) }})
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -167,7 +184,11 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	mux := http.NewServeMux()
+	mux.Handle("/", gw.Handler())
+	mux.Handle("/approvals", approvalAPI.Handler())
+	mux.Handle("/approvals/", approvalAPI.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 

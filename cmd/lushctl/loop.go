@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -20,19 +15,10 @@ import (
 )
 
 // loopClient talks to a running server's scheduler API (/loops).
-type loopClient struct {
-	url, token, output string
-}
-
-func (c *loopClient) flags(cmd *cobra.Command) {
-	cmd.PersistentFlags().StringVar(&c.url, "url", envOr("LUSH_URL", "http://127.0.0.1:"+envOr("PORT", "8080")),
-		"the Lush server (lushctl run or serve); env LUSH_URL")
-	cmd.PersistentFlags().StringVar(&c.token, "token", "", "bearer token (a JWT or an API key); default env LUSH_TOKEN")
-	cmd.PersistentFlags().StringVarP(&c.output, "output", "o", "text", "output format: text or json")
-}
+type loopClient struct{ apiClient }
 
 func newLoopCmd() *cobra.Command {
-	c := &loopClient{}
+	c := &loopClient{apiClient{api: "the scheduler API"}}
 	cmd := &cobra.Command{
 		Use:   "loop",
 		Short: "List, inspect and trigger loops (scheduled agent invocations) of a running server",
@@ -203,71 +189,6 @@ recorded. Exit code 1 when the firing did not succeed.`,
 	cmd.Flags().StringVar(&instruction, "instruction", "", "use this instruction instead of the loop's")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the firing is recorded, without waiting for it")
 	return cmd
-}
-
-// do sends a request and decodes the JSON answer into out; errors carry lushctl's exit codes.
-func (c *loopClient) do(ctx context.Context, method, path string, body []byte, out any) error {
-	if err := checkOutput(c.output); err != nil {
-		return err
-	}
-	base := strings.TrimRight(c.url, "/")
-	if u, err := url.Parse(base); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return usage("--url %q: give the server's address, such as http://127.0.0.1:8080", c.url)
-	}
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, rd)
-	if err != nil {
-		return usage("--url: %v", err)
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	token := c.token
-	if token == "" {
-		token = os.Getenv("LUSH_TOKEN")
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return &exitError{code: exitRuntime, msg: fmt.Sprintf("reach %s: %v (is lushctl run or serve running there?)", base, err)}
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return &exitError{code: exitRuntime, msg: fmt.Sprintf("read the answer of %s: %v", base, err)}
-	}
-	if resp.StatusCode >= 300 {
-		var e struct {
-			Error struct {
-				Code       string `json:"code"`
-				Message    string `json:"message"`
-				DecisionID string `json:"decision_id"`
-			} `json:"error"`
-		}
-		msg := strings.TrimSpace(string(data))
-		if json.Unmarshal(data, &e) == nil && e.Error.Message != "" {
-			msg = e.Error.Message
-			if e.Error.DecisionID != "" {
-				msg += " (decision " + e.Error.DecisionID + ")"
-			}
-		}
-		switch resp.StatusCode {
-		case http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
-			return failed("%s", msg)
-		case http.StatusBadRequest:
-			return usage("%s", msg)
-		}
-		return &exitError{code: exitRuntime, msg: fmt.Sprintf("%s answered %s: %s", base, resp.Status, msg)}
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return &exitError{code: exitRuntime, msg: fmt.Sprintf("%s answered something other than the scheduler API's JSON: %v", base, err)}
-	}
-	return nil
 }
 
 // oneLine shortens s to one line of at most n characters.

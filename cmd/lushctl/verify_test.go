@@ -155,7 +155,8 @@ func TestBuildsShow(t *testing.T) {
 	dir := quickstartCopy(t)
 	p := filepath.Join(dir, "lush.yaml")
 	data, _ := os.ReadFile(p)
-	os.WriteFile(p, append(data, []byte("\nrate_limits:\n  - principal: group:engineering\n    rate: 5/s\n    burst: 10\n")...), 0o644)
+	os.WriteFile(p, append(data, []byte("\nrate_limits:\n  - principal: group:engineering\n    rate: 5/s\n    burst: 10\n"+
+		"budgets:\n  - {name: notes-credits, principal: group:engineering, credits: 50, per: week, costs: {mcp://notes.example.com/mcp: 5}}\n")...), 0o644)
 	r := lushctl(t, "", "build", "-q", "--offline", dir)
 	if r.code != 0 {
 		t.Fatalf("build: %s", r.stderr)
@@ -163,6 +164,7 @@ func TestBuildsShow(t *testing.T) {
 	hash := strings.TrimSpace(r.stdout)
 	r = lushctl(t, "", "builds", "show", hash[:10], dir)
 	for _, want := range []string{"build " + hash, "role audit: group:security", "rate limits: group:engineering 5/s burst 10",
+		"budget notes-credits: each of group:engineering, 50 credits per week (costs: mcp://notes.example.com/mcp 5)",
 		"the decision log (audit/read)", "SUBJECT"} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {
 			t.Errorf("text lacks %q: %d %s %s", want, r.code, r.stdout, r.stderr)
@@ -181,7 +183,7 @@ func TestBuildsShow(t *testing.T) {
 	if err := json.Unmarshal([]byte(r.stdout), &shown); err != nil || r.code != 0 {
 		t.Fatalf("json: %d %v %s", r.code, err, r.stderr)
 	}
-	if shown.Hash != hash || len(shown.Access.Rows) == 0 || len(shown.Limits) != 1 || len(shown.Roles["audit"]) != 1 {
+	if shown.Hash != hash || len(shown.Access.Rows) == 0 || len(shown.Limits) != 1 || len(shown.Budgets) != 1 || len(shown.Roles["audit"]) != 1 {
 		t.Errorf("%+v", shown)
 	}
 	if r := lushctl(t, "", "builds", "show", "ffffffffff", dir); r.code != exitUsage {

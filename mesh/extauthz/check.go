@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
@@ -185,6 +186,12 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}
 	}
 	v := s.enforcer.DecideThen(ctx, in, pre)
+	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.opts.Approvals != nil {
+		var refusal *authv3.CheckResponse
+		if v, refusal = s.approve(ctx, in, v, msg, pre); refusal != nil {
+			return refusal
+		}
+	}
 	switch v.Outcome {
 	case authz.OutcomeAllow:
 		set := map[string]string{}
@@ -198,6 +205,32 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 			DecisionID: v.ID, Decision: v.Meta()})
 	}
 	return denied(msg.ID, v)
+}
+
+// approve handles a tools/call the policy sent for approval (v). A person already approved this
+// exact call (it was refused here before, or waited at the gateway): the approval is used up and
+// the call decided again as approved. Otherwise the call asks for an approval (or joins the one
+// the same call waits on) and is refused with its id: the sidecar cannot hold Envoy's check for
+// minutes, so the client repeats the call once a person approved it.
+func (s *Server) approve(ctx context.Context, in authz.Input, v *enforce.Verdict, msg message, pre enforce.Precondition) (*enforce.Verdict, *authv3.CheckResponse) {
+	store := s.opts.Approvals
+	call := approval.Call{Tool: in.Tool.Ref, ToolName: in.Tool.Name, Arguments: msg.Params["arguments"], Principal: in.Principal.ID, Agent: in.Agent}
+	ap, ok, err := approval.Resume(ctx, store, call, v)
+	if err == nil && ok {
+		v.Complete(decisionlog.StatusApproved, 0, nil, fmt.Sprintf("approval %s by %s", ap.ID, ap.DecidedBy))
+		return s.enforcer.DecideThen(ctx, approval.Grant(in, ap), pre), nil
+	}
+	joined := false
+	if err == nil {
+		ap, joined, err = approval.Request(ctx, store, s.opts.ApprovalConfig, call, v)
+	}
+	if err != nil {
+		s.opts.Logger.Error("ext_authz: approvals store", "decision_id", v.ID, "error", err)
+		v.Complete(decisionlog.StatusError, 0, nil, "approvals store: "+err.Error())
+		return nil, approvalUnavailable(msg.ID, v)
+	}
+	v.Complete(decisionlog.StatusApprovalPending, 0, nil, fmt.Sprintf("approval %s pending (joined %t)", ap.ID, joined))
+	return nil, awaitingApproval(msg.ID, v, ap)
 }
 
 // checkAgent decides a call of an agent's endpoints: agent/invoke, as agentd decides it.

@@ -38,6 +38,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
@@ -136,6 +137,11 @@ type Options struct {
 	Logger      *slog.Logger         // optional
 	Instance    string               // this replica's name in log events (default: host name)
 	Version     string
+	// Approvals, when set, is where calls that need a person's approval ask for one: the sidecar
+	// does not wait (Envoy's check would time out), it answers 403 with the pending approval's
+	// id, and a repeat of the same call once approved runs. Without it such calls are refused.
+	Approvals      *decisionlog.Approvals
+	ApprovalConfig approval.Config // how long approvals stay open
 }
 
 // Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve

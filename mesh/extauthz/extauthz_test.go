@@ -59,21 +59,23 @@ func sha(s string) string {
 }
 
 type harness struct {
-	t       testing.TB
-	srv     *extauthz.Server
-	client  authv3.AuthorizationClient
-	conn    *grpc.ClientConn
-	log     *decisionlog.Log
-	logPath string
-	hash    string
-	signer  *identity.Signer
-	socket  string
+	t         testing.TB
+	srv       *extauthz.Server
+	client    authv3.AuthorizationClient
+	conn      *grpc.ClientConn
+	log       *decisionlog.Log
+	logPath   string
+	hash      string
+	signer    *identity.Signer
+	socket    string
+	approvals *decisionlog.Approvals
 }
 
 type harnessOpts struct {
 	live      bool // live writes for every tool
 	noDeploy  bool
 	lushExtra string // appended to the project's lush.yaml
+	approvals bool   // calls that need approval ask for one in the log's approvals store
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -146,8 +148,15 @@ func start(t testing.TB, o harnessOpts) *harness {
 		SPIFFE: []identity.SPIFFEMapping{{Prefix: "spiffe://example.org/ns/agents/sa/", Principal: "serviceaccount:{name}",
 			Groups: []string{"group:agents"}}},
 	}}
-	h.srv, err = extauthz.New(cfg, extauthz.Options{Log: h.log, Auth: auth, Broker: broker, Environment: "dev",
-		LiveWrites: func(string) bool { return o.live }})
+	opts := extauthz.Options{Log: h.log, Auth: auth, Broker: broker, Environment: "dev", LiveWrites: func(string) bool { return o.live }}
+	if o.approvals {
+		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { h.approvals.Close() })
+		opts.Approvals = h.approvals
+	}
+	h.srv, err = extauthz.New(cfg, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -494,6 +503,43 @@ func TestRateLimitedAtTheSidecar(t *testing.T) {
 	evs := h.events()
 	if last := evs[len(evs)-1].Event; last.Outcome != "deny" || !slices.Contains(last.Rules, "lush.rate.limited") {
 		t.Errorf("logged %s %v", last.Outcome, last.Rules)
+	}
+}
+
+// TestApprovalAtTheSidecar: a call that needs approval is refused with the pending approval's id
+// (the sidecar does not hold Envoy's check); once a person approves it, the same call is let
+// through, once; a different call is not covered.
+func TestApprovalAtTheSidecar(t *testing.T) {
+	h := start(t, harnessOpts{live: true, approvals: true, lushExtra: "authorization:\n  approval_required_for: [write]\n"})
+	a := read(t, h.check(load(t, "call_write_stub")))
+	_, msg, data := a.rpcError()
+	id := a.headers[extauthz.HeaderApprovalID]
+	if a.allowed || a.status != 403 || id == "" || !strings.Contains(msg, "Approval "+id+" is pending") || data["approval"] == nil {
+		t.Fatalf("a call that needs approval: %d %q %v %v", a.status, msg, a.headers, data)
+	}
+	// Asked again while pending: the same approval, not a second one.
+	if again := read(t, h.check(load(t, "call_write_stub"))); again.headers[extauthz.HeaderApprovalID] != id {
+		t.Errorf("a repeat asked for approval %q, want %q", again.headers[extauthz.HeaderApprovalID], id)
+	}
+	if _, err := h.approvals.Decide(context.Background(), id, true, "user:bob", "ok", "dec-x"); err != nil {
+		t.Fatal(err)
+	}
+	ok := read(t, h.check(load(t, "call_write_stub")))
+	if !ok.allowed || ok.headers["authorization"] != "Bearer "+aliceNotes {
+		t.Fatalf("the approved call: allowed %v %d %v", ok.allowed, ok.status, ok.body)
+	}
+	if third := read(t, h.check(load(t, "call_write_stub"))); third.allowed || third.headers[extauthz.HeaderApprovalID] == id {
+		t.Errorf("a third call ran under a used approval: %v %v", third.allowed, third.headers)
+	}
+	var ran *decisionlog.Record
+	for _, r := range h.events() {
+		if r.Event.DecisionID == ok.headers[extauthz.HeaderDecisionID] {
+			ran = &r
+		}
+	}
+	if ran == nil || ran.Event.Outcome != "allow" || !slices.Contains(ran.Event.Rules, "lush.approval.granted") ||
+		!strings.Contains(string(ran.Event.Input), `"approved_by":"user:bob"`) {
+		t.Errorf("the approved call's decision: %+v", ran)
 	}
 }
 

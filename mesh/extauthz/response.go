@@ -2,10 +2,12 @@ package extauthz
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/mcphttp"
 	"github.com/lush-agents/lush/stub"
@@ -23,7 +26,8 @@ import (
 // Headers Lush adds to requests and answers.
 const (
 	HeaderDecisionID = "x-lush-decision-id"
-	HeaderOutcome    = "x-lush-outcome" // on answers given at the sidecar: deny, error, stub, ...
+	HeaderOutcome    = "x-lush-outcome"     // on answers given at the sidecar: deny, error, stub, ...
+	HeaderApprovalID = "x-lush-approval-id" // on a call refused while it waits for a person's approval
 )
 
 // allowed lets the request continue to the upstream with the decision id and set added, and
@@ -52,7 +56,9 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 	status, grpcCode, rpcCode := http.StatusForbidden, code.Code_PERMISSION_DENIED, codeDenied
 	msg := v.Explain()
 	if v.Outcome == authz.OutcomeApproval {
-		msg = "This call needs a person's approval, and approvals cannot be given through the mesh yet, so it is refused (decision " + v.ID + ")."
+		// Tool calls ask for an approval (awaitingApproval); this is another action, or a sidecar
+		// without an approvals store.
+		msg = "This request needs a person's approval, and only tool calls can ask for one here, so it is refused (decision " + v.ID + ")."
 	}
 	if v.Outcome == authz.OutcomeError {
 		status, grpcCode, rpcCode = http.StatusServiceUnavailable, code.Code_UNAVAILABLE, mcphttp.CodeInternalError
@@ -70,6 +76,33 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 		r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers,
 			header("retry-after", strconv.FormatInt(enforce.RetryAfterSeconds(v.RetryAfter), 10)))
 	}
+	return r
+}
+
+// awaitingApproval answers a call that waits for approval ap: 403, with the approval's id and
+// what to do in the JSON-RPC error the model reads.
+func awaitingApproval(id json.RawMessage, v *enforce.Verdict, ap decisionlog.Approval) *authv3.CheckResponse {
+	reasons := make([]string, 0, len(v.Approvals))
+	for _, r := range v.Approvals {
+		reasons = append(reasons, r.Message)
+	}
+	msg := fmt.Sprintf("This call needs a person's approval (%s). Approval %s is pending: once a holder of the approve role approves it "+
+		"(lushctl approvals approve %s), repeat exactly the same call and it will run; it can be decided until %s (decision %s).",
+		strings.Join(reasons, "; "), ap.ID, ap.ID, ap.Expires.Format(time.RFC3339), v.ID)
+	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "approvals": v.Approvals,
+		"approval": map[string]any{"id": ap.ID, "status": ap.Status, "expires": ap.Expires.Format(time.RFC3339)}}
+	r := answer(http.StatusForbidden, code.Code_PERMISSION_DENIED, rpcError(id, codeDenied, msg, data), v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID), header(HeaderApprovalID, ap.ID))
+	return r
+}
+
+// approvalUnavailable answers a call that needs approval when the approvals store cannot be used:
+// 503, fail closed.
+func approvalUnavailable(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
+	msg := fmt.Sprintf("This call needs a person's approval, and the approvals store cannot be reached, so it is refused (decision %s).", v.ID)
+	r := answer(http.StatusServiceUnavailable, code.Code_UNAVAILABLE, rpcError(id, mcphttp.CodeInternalError, msg,
+		map[string]any{"decision_id": v.ID, "outcome": v.Outcome}), v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
 	return r
 }
 
