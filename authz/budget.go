@@ -8,7 +8,11 @@ import "github.com/open-policy-agent/opa/v1/ast"
 type Budget struct {
 	Exhausted bool          `json:"exhausted"`
 	Budgets   []BudgetState `json:"budgets"`
-	Error     string        `json:"error,omitempty"` // why usage is unknown; never internals
+	// ExhaustedBy are the budgets of Budgets that have no room for the call (empty when
+	// Exhausted is false). The base library reads this, not Budgets, so that calls with room
+	// keep hitting the decision cache while the usage they see changes.
+	ExhaustedBy []BudgetState `json:"exhausted_by"`
+	Error       string        `json:"error,omitempty"` // why usage is unknown; never internals
 }
 
 // BudgetState is one budget as the call sees it. Remaining is Limit + Granted - Used (negative
@@ -29,8 +33,20 @@ type BudgetState struct {
 
 // value converts the budget verdict to an OPA value.
 func (b *Budget) value() ast.Value {
-	list := make([]*ast.Term, 0, len(b.Budgets))
-	for _, s := range b.Budgets {
+	obj := ast.NewObject(
+		ast.Item(ast.InternedTerm("exhausted"), ast.InternedTerm(b.Exhausted)),
+		ast.Item(ast.InternedTerm("budgets"), statesTerm(b.Budgets)),
+		ast.Item(ast.InternedTerm("exhausted_by"), statesTerm(b.ExhaustedBy)),
+	)
+	if b.Error != "" {
+		obj.Insert(ast.InternedTerm("error"), ast.StringTerm(b.Error))
+	}
+	return obj
+}
+
+func statesTerm(states []BudgetState) *ast.Term {
+	list := make([]*ast.Term, 0, len(states))
+	for _, s := range states {
 		list = append(list, ast.NewTerm(ast.NewObject(
 			ast.Item(ast.InternedTerm("name"), ast.StringTerm(s.Name)),
 			ast.Item(ast.InternedTerm("subject"), ast.StringTerm(s.Subject)),
@@ -44,12 +60,5 @@ func (b *Budget) value() ast.Value {
 			ast.Item(ast.InternedTerm("period_end"), ast.StringTerm(s.PeriodEnd)),
 		)))
 	}
-	obj := ast.NewObject(
-		ast.Item(ast.InternedTerm("exhausted"), ast.InternedTerm(b.Exhausted)),
-		ast.Item(ast.InternedTerm("budgets"), ast.ArrayTerm(list...)),
-	)
-	if b.Error != "" {
-		obj.Insert(ast.InternedTerm("error"), ast.StringTerm(b.Error))
-	}
-	return obj
+	return ast.ArrayTerm(list...)
 }

@@ -292,8 +292,8 @@ func TestErrorsAreNotCached(t *testing.T) {
 
 func TestInputDependencies(t *testing.T) {
 	want := []string{"action", "agent", "approval.approved_by", "approval.id", "approval.status", "arguments.destination",
-		"arguments.path", "arguments.requester", "arguments.source", "budget", "chain", "depth",
-		"live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)"}
+		"arguments.path", "arguments.requester", "arguments.source", "budget.error", "budget.exhausted", "budget.exhausted_by",
+		"chain", "depth", "live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)", "type(budget)"}
 	if got := engine(t).InputDependencies(); !slices.Equal(got, want) {
 		t.Errorf("quickstart: InputDependencies = %q\nwant %q", got, want)
 	}

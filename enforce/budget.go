@@ -26,16 +26,20 @@ func (e *Enforcer) reserveBudgets(ctx context.Context, budgets []budget.Budget, 
 	}
 	r, err := e.cfg.Budgets.Reserve(ctx, budgets, budget.CallOf(in))
 	if err != nil {
-		return nil, &authz.Budget{Exhausted: true, Budgets: []authz.BudgetState{}, Error: budgetUnreadable}, err
+		return nil, &authz.Budget{Exhausted: true, Budgets: []authz.BudgetState{}, ExhaustedBy: []authz.BudgetState{}, Error: budgetUnreadable}, err
 	}
 	if r == nil {
 		return nil, nil, nil
 	}
-	out := &authz.Budget{Exhausted: r.Exhausted, Budgets: make([]authz.BudgetState, 0, len(r.States))}
+	out := &authz.Budget{Exhausted: r.Exhausted, Budgets: make([]authz.BudgetState, 0, len(r.States)), ExhaustedBy: []authz.BudgetState{}}
 	for _, s := range r.States {
-		out.Budgets = append(out.Budgets, authz.BudgetState{Name: s.Budget.Name, Subject: s.Subject, Unit: s.Budget.Unit, Per: s.Budget.Per,
+		state := authz.BudgetState{Name: s.Budget.Name, Subject: s.Subject, Unit: s.Budget.Unit, Per: s.Budget.Per,
 			Limit: s.Budget.Limit, Used: s.Used, Granted: s.Granted, Remaining: s.Remaining, Cost: s.Cost,
-			PeriodEnd: s.End.UTC().Format(time.RFC3339)})
+			PeriodEnd: s.End.UTC().Format(time.RFC3339)}
+		out.Budgets = append(out.Budgets, state)
+		if s.Exhausted {
+			out.ExhaustedBy = append(out.ExhaustedBy, state)
+		}
 	}
 	return r, out, nil
 }

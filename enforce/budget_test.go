@@ -81,7 +81,7 @@ func TestBudgetToolCalls(t *testing.T) {
 		t.Errorf("used %d, want 2", used)
 	}
 	recs, err := log.Query(ctx, decisionlog.Filter{DecisionID: v.ID})
-	if err != nil || len(recs) != 1 || !strings.Contains(string(recs[0].Event.Input), `"exhausted":true}`) {
+	if err != nil || len(recs) != 1 || !strings.Contains(string(recs[0].Event.Input), `"exhausted":true,"exhausted_by":[{`) {
 		t.Fatalf("the logged input has no budget: %v %s", err, recs[0].Event.Input)
 	}
 	// Another agent is not limited by it; the next day starts afresh.
@@ -223,5 +223,20 @@ func TestBudgetLedgerSharedThroughLog(t *testing.T) {
 	}
 	if v := a.Decide(ctx, readCall("user:bob", fs, "read_text_file")); !exhausted(v) {
 		t.Fatalf("third call, through the other enforcer: %+v", v.Decision)
+	}
+}
+
+// Calls with room in their budgets are decided from the decision cache although the usage the
+// policy sees changes with each: the base library reads only what is the same for all of them.
+func TestBudgetCallsHitTheCache(t *testing.T) {
+	e, _, _ := limitedEnforcer(t, engineWith(t, "budgets:\n  - name: researcher-calls\n    agent: researcher\n    tool_calls: 1000\n    per: day\n"))
+	ctx := context.Background()
+	for range 5 {
+		if v := e.Decide(ctx, readCall("user:bob", fs, "read_text_file")); v.Outcome != authz.OutcomeAllow {
+			t.Fatalf("%+v", v.Decision)
+		}
+	}
+	if hits, _, _, _ := e.Engine().CacheStats(); hits < 4 {
+		t.Errorf("%d cache hits for 5 calls with room, want at least 4", hits)
 	}
 }

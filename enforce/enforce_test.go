@@ -17,11 +17,11 @@ import (
 const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
 
 // engine builds a copy of the quickstart with a mask policy.
-func engine(t *testing.T) *authz.Engine { return engineWith(t, "") }
+func engine(t testing.TB) *authz.Engine { return engineWith(t, "") }
 
 // engineWith builds a copy of the quickstart with a mask policy and extra appended to its
 // lush.yaml.
-func engineWith(t *testing.T, extra string) *authz.Engine {
+func engineWith(t testing.TB, extra string) *authz.Engine {
 	t.Helper()
 	dir := t.TempDir()
 	if err := os.CopyFS(dir, os.DirFS("../examples/quickstart")); err != nil {

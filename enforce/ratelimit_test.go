@@ -34,7 +34,7 @@ func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c
 
 func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.now = c.now.Add(d); c.mu.Unlock() }
 
-func limitedEnforcer(t *testing.T, eng *authz.Engine) (*enforce.Enforcer, *fakeClock, *decisionlog.Log) {
+func limitedEnforcer(t testing.TB, eng *authz.Engine) (*enforce.Enforcer, *fakeClock, *decisionlog.Log) {
 	t.Helper()
 	log, err := decisionlog.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
 	if err != nil {

@@ -54,17 +54,28 @@ deny contains d if {
 #   {"exhausted": false, "budgets": [{"name": "researcher-tokens",
 #     "subject": "researcher", "unit": "tokens", "per": "day", "limit": 200000,
 #     "used": 1200, "granted": 0, "remaining": 198800, "cost": 0,
-#     "period_end": "2026-11-26T00:00:00Z"}]}
+#     "period_end": "2026-11-26T00:00:00Z"}], "exhausted_by": []}
 #
 # Absent or null: no budget applies. exhausted false: every budget has room.
 # Anything else (exhausted true, an error reading usage, or a malformed
 # budget) denies: fail closed. A budget is exhausted for a call when its
-# remaining units are fewer than the call's cost, and at least one.
+# remaining units are fewer than the call's cost, and at least one;
+# exhausted_by lists those budgets (as in budgets).
+#
+# The base library reads only the type of input.budget, exhausted,
+# exhausted_by and error, which are the same for every call that has room:
+# such calls keep hitting the decision cache although the usage in budgets
+# changes with each (policy.md, Decision caching). A project policy that
+# reads input.budget.budgets (to refuse expensive tools when little is left,
+# say) is decided afresh for each call, as it must be.
 
 budget_exhausted if {
-	input.budget != null
+	budget_given
 	not budget_clear
 }
+
+# budget_given: input.budget is present and not null (read by type only).
+budget_given if type_name(input.budget) != "null"
 
 budget_clear if input.budget.exhausted == false
 
@@ -99,12 +110,10 @@ budget_cost_note(b) := sprintf(", and the call costs %v", [budget_cost(b)]) if {
 } else := ""
 
 budget_entry_messages := {m |
-	some b in input.budget.budgets
+	some b in input.budget.exhausted_by
 	is_object(b)
-	is_number(b.remaining)
 	is_number(b.used)
 	is_number(b.limit)
-	b.remaining < max({budget_cost(b), 1})
 	m := budget_message(b)
 }
 

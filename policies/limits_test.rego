@@ -103,7 +103,10 @@ test_budget_exhausted_denies[note] if {
 			},
 		},
 	}
-	d := decide(call(read_call, {"budget": {"exhausted": true, "budgets": tc.budgets}}))
+	d := decide(call(read_call, {"budget": {"exhausted": true, "budgets": tc.budgets, "exhausted_by": [b |
+		some b in tc.budgets
+		b.remaining < max({b.cost, 1})
+	]}}))
 	denied_by(d, {"lush.budget.exhausted"})
 	messages(d) == tc.messages
 }
@@ -125,7 +128,7 @@ test_budget_malformed_or_unknown_denies[note] if {
 		"no exhausted": {"budget": {"budgets": [tokens_left]}, "message": "a budget of the call is exhausted: retry after its period resets or a top-up (lushctl budget top-up)"},
 		"exhausted not boolean": {"budget": {"exhausted": "false"}, "message": "a budget of the call is exhausted: retry after its period resets or a top-up (lushctl budget top-up)"},
 		"malformed entries": {
-			"budget": {"exhausted": true, "budgets": [7, {"name": "x", "remaining": "0"}]},
+			"budget": {"exhausted": true, "budgets": [7], "exhausted_by": [7, {"name": "x", "used": "0"}]},
 			"message": "a budget of the call is exhausted: retry after its period resets or a top-up (lushctl budget top-up)",
 		},
 	}
@@ -136,7 +139,7 @@ test_budget_malformed_or_unknown_denies[note] if {
 
 # An entry without name, per, period_end or unit still gives a message.
 test_budget_message_defaults if {
-	d := decide(call(read_call, {"budget": {"exhausted": true, "budgets": [{"used": 5, "limit": 5, "remaining": 0, "unit": "pints"}]}}))
+	d := decide(call(read_call, {"budget": {"exhausted": true, "exhausted_by": [{"used": 5, "limit": 5, "remaining": 0, "unit": "pints"}]}}))
 	messages(d) == {"budget (unnamed) exhausted: 5 of 5 units used this period; it resets at the end of the period or after a top-up (lushctl budget top-up)"}
 }
 
