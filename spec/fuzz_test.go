@@ -59,6 +59,8 @@ func FuzzParseProjectConfig(f *testing.F) {
 	f.Add([]byte("project: p\ntool_classes:\n  mcp://npx/x: {\"*\": {risk: network}}\n"))
 	f.Add([]byte("project: p\nmcp_credentials:\n  mcp://npx/x:\n    user:a: {type: env, env: [A]}\n"))
 	f.Add([]byte("project: p\nroles:\n  audit: [group:auditors, user:carol]\n  approve: &a [group:security]\n  auditt: *a\n"))
+	f.Add([]byte("project: p\nbudgets:\n  - {name: b-1, agent: a, tokens: 10, per: day}\n  - name: c\n    principal: \"*\"\n    credits: 5\n    per: month\n    costs: {mcp://x/mcp: {t: 2}, tools/y: 3}\n"))
+	f.Add([]byte("project: p\nbudgets:\n  - {name: B, agent: a, principal: user:x, tokens: -1, tool_calls: 1.5, per: fortnight, costs: [1]}\n  - name\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var l diag.List
 		p := ParseProjectConfig("lush.yaml", data, &l)
