@@ -136,8 +136,8 @@ func (a *Approvals) Create(ctx context.Context, ap Approval) error {
 	return nil
 }
 
-// Get returns the approval with id, or ErrNoApproval. A pending approval past its expiry is
-// returned as expired.
+// Get returns the approval with id, or ErrNoApproval. A pending approval past its expiry, or an
+// approved one not used before it, is returned as expired.
 func (a *Approvals) Get(ctx context.Context, id string) (Approval, error) {
 	rows, err := a.db.QueryContext(ctx, a.d.q(approvalSelect+" WHERE id = ?"), id)
 	if err != nil {
@@ -159,8 +159,8 @@ type ApprovalFilter struct {
 	Limit  int    // at most this many (default 100, at most 1,000), newest first
 }
 
-// List returns the approvals f selects, newest first. Pending means pending and not expired;
-// expired includes those pending past their expiry.
+// List returns the approvals f selects, newest first. Pending and approved mean not expired;
+// expired includes those pending, or approved and unused, past their expiry.
 func (a *Approvals) List(ctx context.Context, f ApprovalFilter) ([]Approval, error) {
 	limit := f.Limit
 	if limit <= 0 {
@@ -173,9 +173,11 @@ func (a *Approvals) List(ctx context.Context, f ApprovalFilter) ([]Approval, err
 	case "":
 	case ApprovalPending:
 		q, args = q+" WHERE status = ? AND expires > ?", append(args, ApprovalPending, now)
+	case ApprovalApproved:
+		q, args = q+" WHERE status = ? AND expires > ?", append(args, ApprovalApproved, now)
 	case ApprovalExpired:
-		q, args = q+" WHERE status = ? OR (status = ? AND expires <= ?)", append(args, ApprovalExpired, ApprovalPending, now)
-	case ApprovalApproved, ApprovalDenied, ApprovalConsumed:
+		q, args = q+" WHERE status = ? OR (status IN (?, ?) AND expires <= ?)", append(args, ApprovalExpired, ApprovalPending, ApprovalApproved, now)
+	case ApprovalDenied, ApprovalConsumed:
 		q, args = q+" WHERE status = ?", append(args, f.Status)
 	default:
 		return nil, fmt.Errorf("list approvals: status %q is not one of %s", f.Status, strings.Join(ApprovalStates, ", "))
@@ -235,10 +237,11 @@ func (a *Approvals) Decide(ctx context.Context, id string, approve bool, by, not
 	return ap, nil
 }
 
-// Expire marks the approval id expired if it is still pending past its expiry, and returns it.
+// Expire marks the approval id expired if it is still pending (or approved and unused) past its
+// expiry, and returns it.
 func (a *Approvals) Expire(ctx context.Context, id string) (Approval, error) {
-	if _, err := a.db.ExecContext(ctx, a.d.q("UPDATE approvals SET status = ? WHERE id = ? AND status = ? AND expires <= ?"),
-		ApprovalExpired, id, ApprovalPending, a.now().UnixNano()); err != nil {
+	if _, err := a.db.ExecContext(ctx, a.d.q("UPDATE approvals SET status = ? WHERE id = ? AND status IN (?, ?) AND expires <= ?"),
+		ApprovalExpired, id, ApprovalPending, ApprovalApproved, a.now().UnixNano()); err != nil {
 		return Approval{}, fmt.Errorf("expire approval %s: %w", id, err)
 	}
 	return a.Get(ctx, id)
@@ -296,8 +299,8 @@ func (a *Approvals) scan(rows *sql.Rows) ([]Approval, error) {
 			ap.DecidedAt = &t
 		}
 		ap.Reasons = json.RawMessage(reasons)
-		if ap.Status == ApprovalPending && !now.Before(ap.Expires) {
-			ap.Status = ApprovalExpired
+		if (ap.Status == ApprovalPending || ap.Status == ApprovalApproved) && !now.Before(ap.Expires) {
+			ap.Status = ApprovalExpired // undecided, or approved and never used, in time
 		}
 		out = append(out, ap)
 	}

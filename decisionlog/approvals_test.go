@@ -132,9 +132,23 @@ func testApprovals(t *testing.T, location string) {
 		t.Error("a consumed approval was used again")
 	}
 
+	// An approval approved but never used expires like a pending one.
+	if err := a.Create(ctx, pending("a4", "d4")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Decide(ctx, "a4", true, "user:sam", "", "dec-6"); err != nil {
+		t.Fatal(err)
+	}
+
 	// Expiry: past it, a pending approval reads as expired, cannot be decided, and Expire records it.
 	later := now.Add(2 * time.Hour)
 	clock.Store(&later)
+	if ap, _ := a.Get(ctx, "a4"); ap.Status != ApprovalExpired {
+		t.Errorf("an unused approval past its expiry reads %s", ap.Status)
+	}
+	if _, ok, _ := a.ConsumeApproved(ctx, "d4", "call-late"); ok {
+		t.Error("an expired approval was used")
+	}
 	if ap, _ := a.Get(ctx, "a3"); ap.Status != ApprovalExpired {
 		t.Errorf("a3 past its expiry reads %s", ap.Status)
 	}
@@ -144,8 +158,11 @@ func testApprovals(t *testing.T, location string) {
 	if ap, err := a.Expire(ctx, "a3"); err != nil || ap.Status != ApprovalExpired {
 		t.Errorf("Expire a3 = %+v, %v", ap, err)
 	}
-	for status, want := range map[string][]string{"": {"a3", "a2", "a1"}, ApprovalPending: nil, ApprovalExpired: {"a3"},
-		ApprovalDenied: {"a2"}, ApprovalConsumed: {"a1"}} {
+	if ap, err := a.Expire(ctx, "a4"); err != nil || ap.Status != ApprovalExpired {
+		t.Errorf("Expire a4 = %+v, %v", ap, err)
+	}
+	for status, want := range map[string][]string{"": {"a4", "a3", "a2", "a1"}, ApprovalPending: nil, ApprovalApproved: nil,
+		ApprovalExpired: {"a4", "a3"}, ApprovalDenied: {"a2"}, ApprovalConsumed: {"a1"}} {
 		list, err := a.List(ctx, ApprovalFilter{Status: status})
 		if err != nil {
 			t.Fatal(err)

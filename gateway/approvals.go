@@ -100,7 +100,8 @@ func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v 
 				cur.Status, cur.UsedBy = decisionlog.ApprovalConsumed, v.ID
 				return c.runApproved(ctx, in, v, cur, pre, start), nil
 			}
-			continue // another attempt of the same call took it: read it again
+			// Another attempt of the same call took it, or it expired just now: the next read
+			// says which.
 		case cur.Status == decisionlog.ApprovalConsumed:
 			return c.approvalEnded(span, v, cur, start, decisionlog.StatusApprovalDenied,
 				fmt.Sprintf("Approval %s was given for this call and has already been used by another attempt of it (decision %s), so this attempt is refused (decision %s).",
@@ -116,9 +117,13 @@ func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v 
 			if _, err := store.Expire(ctx, cur.ID); err != nil {
 				return unavailable(err)
 			}
-			return c.approvalEnded(span, v, cur, start, decisionlog.StatusApprovalExpired,
-				fmt.Sprintf("This call needed a person's approval (%s), and no one decided approval %s before it expired at %s, so it is refused (decision %s).",
-					joinReasons(v.Approvals), cur.ID, cur.Expires.Format(time.RFC3339), v.ID))
+			msg := fmt.Sprintf("This call needed a person's approval (%s), and no one decided approval %s before it expired at %s, so it is refused (decision %s).",
+				joinReasons(v.Approvals), cur.ID, cur.Expires.Format(time.RFC3339), v.ID)
+			if cur.DecidedBy != "" {
+				msg = fmt.Sprintf("%s approved this call (approval %s), but the approval expired at %s before the call could use it, so it is refused (decision %s).",
+					cur.DecidedBy, cur.ID, cur.Expires.Format(time.RFC3339), v.ID)
+			}
+			return c.approvalEnded(span, v, cur, start, decisionlog.StatusApprovalExpired, msg)
 		case !time.Now().Before(deadline):
 			return c.approvalEnded(span, v, cur, start, decisionlog.StatusApprovalPending,
 				fmt.Sprintf("This call needs a person's approval (%s). No one decided approval %s within %s. Once a holder of the approve role approves it "+
