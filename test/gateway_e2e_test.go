@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -138,6 +139,19 @@ func TestGatewayWithRealServers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "data/new.md")); err == nil {
 		t.Error("a stubbed write created the file")
+	}
+	// The gateway alone also serves the approvals and budgets APIs, decided by the policy: the dev
+	// principal holds neither role.
+	for _, path := range []string{"/approvals", "/budgets"} {
+		resp, err := http.Get(base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(body), `"decision_id"`) {
+			t.Errorf("GET %s: %d %s", path, resp.StatusCode, body)
+		}
 	}
 	if text, isErr := call(t, c, "echo", map[string]any{"message": "through lush"}); isErr || !strings.Contains(text, "through lush") {
 		t.Errorf("echo through server-everything = %q", text)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/lush-agents/lush/approvalhttp"
 	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/budgethttp"
 	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/diag"
@@ -152,9 +153,19 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	if err != nil {
 		return err
 	}
+	// And the budgets API: usage and top-ups (the budget role).
+	budgeter := enforce.New(enforce.Config{Point: budgethttp.Point, Environment: cfg.Environment, Version: buildVersion(),
+		Log: dlog, Metrics: metrics, Logger: logger})
+	budgetAPI, err := budgethttp.New(budgethttp.Config{Store: dlog, Decider: budgeter, Auth: auth, Logger: logger})
+	if err != nil {
+		return err
+	}
 	gw, err := gateway.New(cfg, gateway.Options{ProjectDir: abs, Log: dlog, Auth: auth, Metrics: metrics,
 		Tracer: tracing.Provider, Logger: logger, Version: buildVersion(), Approvals: approvals,
-		OnDeploy: func(_ *manifest.Manifest, _ string, eng *authz.Engine) { approver.SetEngine(eng) }})
+		OnDeploy: func(_ *manifest.Manifest, _ string, eng *authz.Engine) {
+			approver.SetEngine(eng)
+			budgeter.SetEngine(eng)
+		}})
 	if err != nil {
 		return usage("%v", err)
 	}
@@ -188,6 +199,8 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	mux.Handle("/", gw.Handler())
 	mux.Handle("/approvals", approvalAPI.Handler())
 	mux.Handle("/approvals/", approvalAPI.Handler())
+	mux.Handle("/budgets", budgetAPI.Handler())
+	mux.Handle("/budgets/", budgetAPI.Handler())
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
