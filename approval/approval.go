@@ -34,6 +34,8 @@ type Config struct {
 	// Poll is how often a waiting call reads its approval (default 500ms): approvals are decided
 	// through the store, so a decision made on any replica reaches it.
 	Poll time.Duration `yaml:"poll"`
+	// Notify, when its URL is set, tells people that a call waits for them (a chat webhook).
+	Notify NotifyConfig `yaml:"notify"`
 }
 
 // Defaults.
@@ -65,7 +67,7 @@ func (c Config) Validate() error {
 	case c.ExpireAfter != 0 && c.ExpireAfter < c.Wait:
 		return fmt.Errorf("approvals: expire_after (%s) must be at least wait (%s): an approval cannot expire while its call waits", c.ExpireAfter, c.Wait)
 	}
-	return nil
+	return c.Notify.validate()
 }
 
 // Call is what an approval is bound to.

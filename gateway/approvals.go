@@ -69,6 +69,9 @@ func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v 
 	if err != nil {
 		return unavailable(err)
 	}
+	if !joined {
+		c.g.notifier.Notify(ap)
+	}
 	span.AddEvent("lush.approval.requested", trace.WithAttributes(attribute.String("lush.approval.id", ap.ID),
 		attribute.Bool("lush.approval.joined", joined), attribute.String("lush.approval.expires", ap.Expires.Format(time.RFC3339))))
 	if c.g.metrics != nil {

@@ -30,6 +30,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/builtin/shell"
 	"github.com/lush-agents/lush/decisionlog"
@@ -84,9 +85,10 @@ type Gateway struct {
 	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
 	transport *mcphttp.Server
 	verify    *bundle.VerificationConfig
-	extAuthz  *extauthz.Server // nil unless ext_authz is configured
-	shell     *shell.Config    // builtin/shell
-	workspace string           // the project directory, absolute: where built-in tools work
+	extAuthz  *extauthz.Server   // nil unless ext_authz is configured
+	shell     *shell.Config      // builtin/shell
+	notifier  *approval.Notifier // tells approvers of new approval requests; nil without approvals.notify
+	workspace string             // the project directory, absolute: where built-in tools work
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -148,6 +150,11 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.subs.init()
+	g.notifier = approval.NewNotifier(cfg.Approvals.Notify, opts.Logger, func(ok bool) {
+		if opts.Metrics != nil {
+			opts.Metrics.Approvals.WithLabelValues(map[bool]string{true: "notified", false: "notify_failed"}[ok]).Inc()
+		}
+	})
 	g.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
 		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
 	if cfg.Bundles.VerificationKey != "" {
@@ -193,7 +200,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if cfg.ExtAuthz.Enabled() {
 		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Log: opts.Log, Auth: opts.Auth, Broker: g.broker,
 			LiveWrites: cfg.LiveWrites.Live, Environment: cfg.Environment, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
-			Instance: opts.Instance, Version: opts.Version, Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals}); err != nil {
+			Instance: opts.Instance, Version: opts.Version, Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify}); err != nil {
 			g.Close()
 			return nil, err
 		}
@@ -331,7 +338,13 @@ func (g *Gateway) Close() {
 	g.transport.Close()
 	g.pool.Close()
 	g.broker.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), notifyGrace)
+	g.notifier.Close(ctx)
+	cancel()
 }
+
+// notifyGrace is how long Close lets queued approval notifications be sent.
+const notifyGrace = 2 * time.Second
 
 // Credentials describes where upstream credentials come from.
 func (g *Gateway) Credentials() string { return g.broker.Sources() }

@@ -3,6 +3,7 @@ package stack_test
 import (
 	"encoding/json"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ roles:
   approve: [user:carol, user:alice]
 `
 
-func approvalHarness(t *testing.T, wait, expire time.Duration) *harness {
+func approvalHarness(t *testing.T, wait, expire time.Duration, notify ...string) *harness {
 	t.Helper()
 	m, err := scripted.New(scripts(t, map[string]string{"orchestrator": `turns:
   - calls: [{name: write_note, args: {text: "deploy v2 to production"}}]
@@ -36,6 +37,9 @@ func approvalHarness(t *testing.T, wait, expire time.Duration) *harness {
 	return start(t, harnessOpts{model: m, lushYAML: approvalYAML, gw: func(c *gateway.Config) {
 		c.LiveWrites = gateway.LiveWrites{Tools: []string{"mcp://tests.internal/mcp"}}
 		c.Approvals = approval.Config{Wait: wait, ExpireAfter: expire, Poll: 20 * time.Millisecond}
+		if len(notify) > 0 {
+			c.Approvals.Notify.URL = notify[0]
+		}
 	}})
 }
 
@@ -86,9 +90,24 @@ func (h *harness) chatAsync(agent, key, message string) <-chan *agentd.Result {
 // A write that needs approval waits for a person: approved, it runs once under a decision of its
 // own; every step is in the decision log.
 func TestApprovalApprovedCallRuns(t *testing.T) {
-	h := approvalHarness(t, time.Minute, time.Hour)
+	notified := make(chan string, 4)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m struct{ Text string }
+		json.NewDecoder(r.Body).Decode(&m)
+		notified <- m.Text
+	}))
+	defer hook.Close()
+	h := approvalHarness(t, time.Minute, time.Hour, hook.URL)
 	done := h.chatAsync("orchestrator", aliceKey, "ship it")
 	ap := h.pendingApproval()
+	select {
+	case text := <-notified:
+		if !strings.Contains(text, "lushctl approvals show "+ap.ID) || !strings.Contains(text, "user:alice") {
+			t.Errorf("the approvers were told %q", text)
+		}
+	case <-time.After(10 * time.Second):
+		t.Error("the webhook was not told of the approval request")
+	}
 	if ap.Principal != "user:alice" || ap.Agent != "orchestrator" || ap.Tool != "mcp://tests.internal/mcp" || ap.ToolName != "write_note" ||
 		!strings.Contains(string(ap.Arguments), "deploy v2 to production") || !strings.Contains(string(ap.Reasons), "lush.approval.risk") {
 		t.Errorf("pending approval: %+v", ap)

@@ -79,7 +79,7 @@ func NewMetrics() *Metrics {
 			Help:    "Time from a firing's scheduled instant to the start of its run.",
 			Buckets: []float64{0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300}}),
 		Approvals: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_approvals_total",
-			Help: "Approvals of calls that waited for a person, by event (requested, approved, denied, expired, pending: the wait ended undecided, consumed: already used)."},
+			Help: "Approvals of calls that waited for a person, by event (requested, approved, denied, expired, pending: the wait ended undecided, consumed: already used, notified and notify_failed: the approvals.notify webhook)."},
 			[]string{"event"}),
 		AgentToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tool_calls_total",
 			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),

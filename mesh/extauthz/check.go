@@ -229,6 +229,9 @@ func (s *Server) approve(ctx context.Context, in authz.Input, v *enforce.Verdict
 		v.Complete(decisionlog.StatusError, 0, nil, "approvals store: "+err.Error())
 		return nil, approvalUnavailable(msg.ID, v)
 	}
+	if !joined && s.opts.NotifyApproval != nil {
+		s.opts.NotifyApproval(ap)
+	}
 	v.Complete(decisionlog.StatusApprovalPending, 0, nil, fmt.Sprintf("approval %s pending (joined %t)", ap.ID, joined))
 	return nil, awaitingApproval(msg.ID, v, ap)
 }

@@ -142,6 +142,8 @@ type Options struct {
 	// id, and a repeat of the same call once approved runs. Without it such calls are refused.
 	Approvals      *decisionlog.Approvals
 	ApprovalConfig approval.Config // how long approvals stay open
+	// NotifyApproval, when set, is told of each new approval request (approvals.notify).
+	NotifyApproval func(decisionlog.Approval)
 }
 
 // Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve
