@@ -15,6 +15,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/lush-agents/lush/approvalhttp"
 	"github.com/lush-agents/lush/audithttp"
 	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/compiler"
@@ -91,6 +92,8 @@ type env struct {
 	traces  *tracestore.Memory
 	tracer  *sdktrace.TracerProvider
 	ids     map[string]string // name -> decision id of the recorded calls
+	// approvals is the approvals store, whose API (approvalhttp) is served beside the UI.
+	approvals *decisionlog.Approvals
 }
 
 func sha(s string) string {
@@ -131,11 +134,17 @@ func newEnv(t testing.TB, deploy bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	log, err := decisionlog.Open(ctx, filepath.Join(t.TempDir(), "decisions.db"))
+	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	log, err := decisionlog.Open(ctx, logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
+	approvals, err := decisionlog.OpenApprovals(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { approvals.Close() })
 	auth, err := identity.New(ctx, identity.Config{APIKeys: []identity.APIKeyConfig{
 		{Name: "carol", SHA256: sha(carolKey), Principal: "user:carol"},
 		{Name: "zoe", SHA256: sha(zoeKey), Principal: "user:zoe", Groups: []string{"group:auditors"}},
@@ -147,7 +156,7 @@ func newEnv(t testing.TB, deploy bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { auth.Close() })
-	e := &env{t: t, log: log, hash: res.Hash, engine: eng, ids: map[string]string{}, traces: tracestore.NewMemory(0)}
+	e := &env{t: t, log: log, hash: res.Hash, engine: eng, ids: map[string]string{}, traces: tracestore.NewMemory(0), approvals: approvals}
 	e.tracer = sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.traces))
 	t.Cleanup(func() { e.tracer.Shutdown(context.Background()) })
 	e.gateway = enforce.New(enforce.Config{Point: "mcp-gateway", Environment: "test", Log: log})
@@ -160,8 +169,16 @@ func newEnv(t testing.TB, deploy bool) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
+	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: "test", Log: log})
+	approver.SetEngine(eng)
+	ap, err := approvalhttp.New(approvalhttp.Config{Store: approvals, Log: log, Decider: approver, Auth: auth})
+	if err != nil {
+		t.Fatal(err)
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/", a.Handler())
+	mux.Handle("/approvals", ap.Handler())
+	mux.Handle("/approvals/", ap.Handler())
 	th := tracestore.Handler(e.traces)
 	mux.Handle("/traces/", th)
 	e.srv = httptest.NewServer(mux)

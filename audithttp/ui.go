@@ -6,9 +6,10 @@ import (
 	"path"
 )
 
-// The web UI: one page, its script and its style sheet, served as they are (no build step).
+// The web UI: the decision log's page and the approvals page, their scripts (and the one they
+// share, lush.js) and the style sheet, served as they are (no build step).
 //
-//go:embed ui/index.html ui/app.js ui/app.css
+//go:embed ui/index.html ui/app.js ui/app.css ui/lush.js ui/approvals.html ui/approvals.js
 var uiFiles embed.FS
 
 // ContentSecurityPolicy is the policy of every UI response: the page loads only its own script
@@ -17,13 +18,17 @@ const ContentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 	"object-src 'none'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
 var uiTypes = map[string]string{
-	"index.html": "text/html; charset=utf-8",
-	"app.js":     "text/javascript; charset=utf-8",
-	"app.css":    "text/css; charset=utf-8",
+	"index.html":     "text/html; charset=utf-8",
+	"app.js":         "text/javascript; charset=utf-8",
+	"app.css":        "text/css; charset=utf-8",
+	"lush.js":        "text/javascript; charset=utf-8",
+	"approvals.html": "text/html; charset=utf-8",
+	"approvals.js":   "text/javascript; charset=utf-8",
 }
 
-// UI serves the web UI's static files: /ui/ (the page), /ui/app.js and /ui/app.css; /ui
-// redirects to /ui/. They hold no data, so they need no credentials: the page asks for a token
+// UI serves the web UI's static files: /ui/ (the decision log), /ui/approvals.html (approvals:
+// the approvals API, approvalhttp, must be served beside it at /approvals), their scripts and
+// style sheet; /ui redirects to /ui/. They hold no data, so they need no credentials: the page asks for a token
 // and sends it with its requests to the API.
 func UI() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -2,6 +2,7 @@ package audithttp_test
 
 import (
 	"context"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/lush-agents/lush/audithttp"
+	"github.com/lush-agents/lush/decisionlog"
 )
 
 // chromium finds the browser for the UI test. Without one the test fails on CI (CI=true) and is
@@ -303,6 +305,71 @@ func TestUIInBrowser(t *testing.T) {
 	for _, m := range b.messages() {
 		// The 4xx answers (and /favicon.ico) are logged by the browser as failed loads; anything
 		// else above debug level (an exception, a CSP violation) is a bug.
+		if !strings.HasPrefix(m, "debug: ") && !strings.Contains(m, "Failed to load resource") {
+			t.Errorf("console: %s", m)
+		}
+	}
+}
+
+// TestApprovalsUIInBrowser drives the approvals page in headless Chromium against the real
+// approvals API: an approver sees the waiting call with its logged arguments (as text) and why
+// it waits, and approves it with a reason; an auditor may look but not decide; others are
+// refused with the decision's id.
+func TestApprovalsUIInBrowser(t *testing.T) {
+	b := newBrowser(t)
+	e := newEnv(t, true)
+	e.seed()
+	live := e.ids["live"] // alice's post_note with the XSS-looking argument: the call that waits
+	now := time.Now().UTC()
+	if err := e.approvals.Create(context.Background(), decisionlog.Approval{ID: live, Created: now, Expires: now.Add(time.Hour), Digest: "d",
+		Principal: "user:alice", Agent: "researcher", Tool: notes, ToolName: "post_note",
+		Reasons: json.RawMessage(`[{"rule":"lush.approval.risk","message":"post_note is classed destructive risk"}]`)}); err != nil {
+		t.Fatal(err)
+	}
+
+	b.do(t, "open the approvals page", chromedp.Navigate(e.srv.URL+"/ui/approvals.html"), chromedp.WaitVisible(chromedp.CSS("#token")),
+		chromedp.SendKeys(chromedp.CSS("#token"), samKey), chromedp.Click(chromedp.CSS("#token-save")),
+		poll(`document.querySelectorAll('article.approval').length === 1`))
+	card := b.text(t, "article.approval")
+	for _, want := range []string{"pending", live, notes + " (post_note)", "user:alice", "researcher", "lush.approval.risk: post_note is classed destructive risk", xss} {
+		if !strings.Contains(card, want) {
+			t.Errorf("the approval's card lacks %q:\n%s", want, card)
+		}
+	}
+	var imgs int
+	b.eval(t, `document.querySelectorAll('img, [onerror]').length`, &imgs)
+	if imgs != 0 {
+		t.Errorf("the argument became markup: %d elements", imgs)
+	}
+
+	b.do(t, "approve", chromedp.SendKeys(chromedp.CSS("input.reason"), "ticket OPS-7"), chromedp.Click(chromedp.CSS("button.approve")),
+		poll(`document.getElementById('status').textContent.includes('approved')`))
+	ap, err := e.approvals.Get(context.Background(), live)
+	if err != nil || ap.Status != decisionlog.ApprovalApproved || ap.DecidedBy != "user:sam" || ap.Note != "ticket OPS-7" {
+		t.Errorf("after Approve: %+v %v", ap, err)
+	}
+	var cards int
+	b.eval(t, `document.querySelectorAll('article.approval').length`, &cards)
+	if cards != 0 {
+		t.Errorf("%d pending approvals still shown", cards)
+	}
+
+	// An auditor sees approved ones but may not decide; alice may not look.
+	b.do(t, "as an auditor", chromedp.Click(chromedp.CSS("#token-clear")), chromedp.SendKeys(chromedp.CSS("#token"), zoeKey),
+		chromedp.SetValue(chromedp.CSS("#f-status"), "approved"), chromedp.Click(chromedp.CSS("#token-save")),
+		poll(`document.querySelectorAll('article.approval').length === 1`))
+	if card := b.text(t, "article.approval"); !strings.Contains(card, "user:sam") || !strings.Contains(card, "ticket OPS-7") {
+		t.Errorf("the approved card: %s", card)
+	}
+	b.do(t, "as alice", chromedp.Click(chromedp.CSS("#token-clear")), chromedp.SendKeys(chromedp.CSS("#token"), aliceKey),
+		chromedp.Click(chromedp.CSS("#token-save")), poll(`document.querySelector('#error .error-decision') !== null`))
+	if msg := b.text(t, "#error"); !strings.Contains(msg, "403 forbidden") || !strings.Contains(msg, "may not read approvals") {
+		t.Errorf("403 shown as %q", msg)
+	}
+	if n := b.dialogCount(); n != 0 {
+		t.Errorf("%d dialogs opened: %v", n, b.dialogs)
+	}
+	for _, m := range b.messages() {
 		if !strings.HasPrefix(m, "debug: ") && !strings.Contains(m, "Failed to load resource") {
 			t.Errorf("console: %s", m)
 		}

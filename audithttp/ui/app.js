@@ -4,8 +4,8 @@
 'use strict';
 
 (function () {
-  const TOKEN_KEY = 'lush.audit.token';
   const FILTERS = ['principal', 'group', 'agent', 'tool', 'access', 'outcome', 'decision_id', 'revision', 'text', 'since', 'until', 'limit'];
+  const { token, el, clear, pretty, when } = window.LushUI;
 
   const $ = (id) => document.getElementById(id);
   const state = { params: null, nextBefore: 0, shown: 0, traceFor: '' };
@@ -14,94 +14,21 @@
   const apiURL = (rel) => new URL('../audit/' + rel, window.location.href);
   const tracesURL = (id) => new URL('../traces/' + encodeURIComponent(id), window.location.href);
 
-  function token() {
-    try {
-      return window.sessionStorage.getItem(TOKEN_KEY) || '';
-    } catch (e) {
-      return '';
-    }
-  }
-
-  function el(tag, text, cls) {
-    const e = document.createElement(tag);
-    if (text !== undefined && text !== null) e.textContent = String(text);
-    if (cls) e.className = cls;
-    return e;
-  }
-
-  function clear(node) {
-    while (node.firstChild) node.removeChild(node.firstChild);
-  }
-
-  function pretty(v) {
-    if (v === undefined || v === null) return '(none)';
-    try {
-      return JSON.stringify(v, null, 2);
-    } catch (e) {
-      return String(v);
-    }
-  }
-
-  function when(ts) {
-    const d = new Date(ts);
-    return isNaN(d.getTime()) ? String(ts || '') : d.toISOString().replace('T', ' ').replace('Z', '');
-  }
-
   function ms(ns) {
     return typeof ns === 'number' ? (ns / 1e6).toFixed(3) + ' ms' : '';
   }
 
-  async function getJSON(url) {
-    const headers = { Accept: 'application/json' };
-    const t = token();
-    if (t) headers.Authorization = 'Bearer ' + t;
-    let resp;
-    try {
-      resp = await fetch(url, { headers: headers, credentials: 'omit', cache: 'no-store', redirect: 'error' });
-    } catch (e) {
-      return { status: 0, body: { error: { code: 'network', message: 'the server cannot be reached: ' + e.message } } };
-    }
-    let body = null;
-    try {
-      body = await resp.json();
-    } catch (e) {
-      body = null;
-    }
-    return { status: resp.status, body: body, decisionID: resp.headers.get('X-Lush-Decision-Id') || '' };
-  }
-
-  function hideError() {
-    const box = $('error');
-    clear(box);
-    box.hidden = true;
-  }
+  const getJSON = (url) => window.LushUI.request(url, 'GET');
+  const hideError = () => window.LushUI.hideError($('error'));
 
   // showError shows an API error: its status and code, its message and, for a decision that
   // refused the read, the decision id (to look up in the log).
   function showError(res) {
-    const box = $('error');
-    clear(box);
-    const err = (res.body && res.body.error) || {};
-    const code = err.code || 'error';
-    box.appendChild(el('strong', (res.status ? res.status + ' ' : '') + code, 'error-code'));
-    box.appendChild(el('span', ': ' + (err.message || 'the request failed'), 'error-message'));
-    const id = err.decision_id || res.decisionID;
-    if (id && res.status !== 200) {
-      box.appendChild(el('span', ' — decision '));
-      box.appendChild(el('code', id, 'error-decision'));
-    }
-    if (res.status === 401) {
-      box.appendChild(el('p', 'Enter the bearer token (API key or JWT) of a principal that holds the audit role in lush.yaml roles.'));
-    }
-    box.hidden = false;
+    window.LushUI.showError($('error'), res, 'Enter the bearer token (API key or JWT) of a principal that holds the audit role in lush.yaml roles.');
   }
 
   function setStatus(text) {
     $('status').textContent = text;
-  }
-
-  function showTokenState() {
-    $('token-state').textContent = token() ? 'a token is set for this tab' : 'no token set';
   }
 
   function formParams() {
@@ -294,28 +221,7 @@
   }
 
   function init() {
-    showTokenState();
-    $('token-form').addEventListener('submit', (ev) => {
-      ev.preventDefault();
-      const t = $('token').value.trim();
-      $('token').value = '';
-      try {
-        if (t) window.sessionStorage.setItem(TOKEN_KEY, t);
-      } catch (e) {
-        showError({ status: 0, body: { error: { code: 'storage', message: 'this browser keeps no session storage: ' + e.message } } });
-        return;
-      }
-      showTokenState();
-      search(false);
-    });
-    $('token-clear').addEventListener('click', () => {
-      try {
-        window.sessionStorage.removeItem(TOKEN_KEY);
-      } catch (e) {
-        // nothing to forget
-      }
-      showTokenState();
-    });
+    window.LushUI.tokenForm(() => search(false), showError);
     $('filter-form').addEventListener('submit', (ev) => {
       ev.preventDefault();
       search(false);
@@ -336,9 +242,5 @@
     }
   }
 
-  if (document.readyState === 'loading') {
-    document.addEventListener('DOMContentLoaded', init);
-  } else {
-    init();
-  }
+  window.LushUI.ready(init);
 })();
