@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/lush-agents/lush/authz"
@@ -133,6 +134,15 @@ func Request(ctx context.Context, store *decisionlog.Approvals, cfg Config, c Ca
 	ap = decisionlog.Approval{ID: v.ID, Created: now, Expires: now.Add(cfg.WithDefaults().ExpireAfter), Digest: digest,
 		Principal: c.Principal, Agent: c.Agent, Tool: c.Tool, ToolName: c.ToolName, Reasons: reasons}
 	return ap, false, store.Create(ctx, ap)
+}
+
+// ToolLabel names an approval's call for people: the tool reference, and the MCP tool's name
+// when the reference does not already end with it.
+func ToolLabel(ap decisionlog.Approval) string {
+	if ap.ToolName != "" && !strings.HasSuffix(ap.Tool, "/"+ap.ToolName) {
+		return ap.Tool + " " + ap.ToolName
+	}
+	return ap.Tool
 }
 
 // Grant returns the input of a call a person approved: deciding it again, the policy drops the

@@ -172,12 +172,8 @@ func Message(ap decisionlog.Approval) map[string]any {
 	for _, r := range reasons {
 		why = append(why, r.Message)
 	}
-	tool := ap.Tool
-	if ap.ToolName != "" && !strings.HasSuffix(ap.Tool, "/"+ap.ToolName) {
-		tool += " " + ap.ToolName
-	}
 	text := fmt.Sprintf("Approval needed: %s wants agent %s to call %s (%s). Decide before %s: lushctl approvals show %s",
-		ap.Principal, ap.Agent, tool, strings.Join(why, "; "), ap.Expires.UTC().Format(time.RFC3339), ap.ID)
+		ap.Principal, ap.Agent, ToolLabel(ap), strings.Join(why, "; "), ap.Expires.UTC().Format(time.RFC3339), ap.ID)
 	return map[string]any{"text": text, "approval": map[string]any{"id": ap.ID, "principal": ap.Principal, "agent": ap.Agent,
 		"tool": ap.Tool, "tool_name": ap.ToolName, "reasons": json.RawMessage(ap.Reasons), "created": ap.Created.UTC().Format(time.RFC3339),
 		"expires": ap.Expires.UTC().Format(time.RFC3339)}}

@@ -24,6 +24,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -116,7 +117,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	case "all":
 		f.Status = ""
 	default:
-		if !validStatus(status) {
+		if !slices.Contains(decisionlog.ApprovalStates, status) {
 			policyhttp.WriteError(w, http.StatusBadRequest, "bad_request",
 				fmt.Sprintf("status=%.40q: use one of %s, or all", status, strings.Join(decisionlog.ApprovalStates, ", ")))
 			return
@@ -269,13 +270,4 @@ func (s *Server) failed(w http.ResponseWriter, v *enforce.Verdict, start time.Ti
 	v.Complete(decisionlog.StatusError, time.Since(start), nil, err.Error())
 	policyhttp.WriteError(w, http.StatusServiceUnavailable, "store_unavailable",
 		fmt.Sprintf("the approvals store cannot be used (decision %s; the server's log has the cause); try again", v.ID))
-}
-
-func validStatus(s string) bool {
-	for _, st := range decisionlog.ApprovalStates {
-		if s == st {
-			return true
-		}
-	}
-	return false
 }

@@ -30,6 +30,7 @@ const (
 
 type env struct {
 	t     testing.TB
+	dec   *enforce.Enforcer // decides the approvals API's requests (and, in tests, calls to approve)
 	srv   *httptest.Server
 	store *decisionlog.Approvals
 	log   *decisionlog.Log
@@ -48,6 +49,8 @@ func newEnv(t testing.TB, deploy bool) *env {
 		"lush.yaml":                  "project: approvals-test\nroles:\n  approve: [user:sam]\n  audit: [user:zoe]\n",
 		"agents/ops/spec.yaml":       "name: ops\nmodel: gemini-2.5-flash\ndescription: Ops.\nacl:\n  - {principal: user:alice, role: execute}\n",
 		"agents/ops/instructions.md": "Operate.\n",
+		// The project's log mask: approvers see the arguments as logged, so not the token.
+		"policies/logmask.rego": "package lush.policies.logmask\n\nmask contains \"/input/arguments/token\" if input.arguments.token\n",
 	} {
 		os.MkdirAll(filepath.Dir(filepath.Join(dir, rel)), 0o755)
 		if err := os.WriteFile(filepath.Join(dir, rel), []byte(content), 0o644); err != nil {
@@ -82,6 +85,7 @@ func newEnv(t testing.TB, deploy bool) *env {
 	}
 	t.Cleanup(func() { auth.Close() })
 	dec := enforce.New(enforce.Config{Point: approvalhttp.Point, Log: e.log})
+	e.dec = dec
 	if deploy {
 		dec.SetEngine(eng)
 	}
@@ -212,4 +216,27 @@ func FuzzRequests(f *testing.F) {
 			}
 		}
 	})
+}
+
+// The arguments approvers see are the call's as the decision log holds them: what the project's
+// mask removes (a token, here) never reaches them.
+func TestArgumentsAreMasked(t *testing.T) {
+	e := newEnv(t, true)
+	const secret = "SECRET-TOKEN-0123"
+	v := e.dec.Decide(context.Background(), authz.Input{Action: authz.ActionToolsCall, Principal: authz.Principal{ID: "user:alice", Groups: []string{}},
+		Agent: "ops", Tool: &authz.Tool{Ref: "tools/shell"}, Arguments: map[string]any{"host": "db-1", "token": secret}})
+	if !v.Recorded {
+		t.Fatalf("the call's decision was not recorded: %+v", v.Decision)
+	}
+	now := time.Now().UTC()
+	if err := e.store.Create(context.Background(), decisionlog.Approval{ID: v.ID, Created: now, Expires: now.Add(time.Hour), Digest: "d2",
+		Principal: "user:alice", Agent: "ops", Tool: "tools/shell"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"/approvals/" + v.ID, "/approvals"} {
+		code, body := e.do("GET", path, samKey, "")
+		if code != 200 || !strings.Contains(body, `"host": "db-1"`) || strings.Contains(body, secret) {
+			t.Errorf("GET %s: %d %s", path, code, body)
+		}
+	}
 }

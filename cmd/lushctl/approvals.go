@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lush-agents/lush/approval"
 	"github.com/lush-agents/lush/approvalhttp"
 	"github.com/lush-agents/lush/decisionlog"
 )
@@ -75,7 +76,7 @@ func approvalsListCmd(c *apiClient) *cobra.Command {
 			fmt.Fprintln(tw, "ID\tSTATUS\tASKED\tPRINCIPAL\tAGENT\tTOOL\tARGUMENTS\tDECIDED BY")
 			for _, ap := range page.Approvals {
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", ap.ID, ap.Status, ap.Created.Local().Format(time.DateTime), ap.Principal,
-					ap.Agent, toolLabel(ap.Approval), oneLine(string(ap.Arguments), 48), orDash(ap.DecidedBy))
+					ap.Agent, approval.ToolLabel(ap.Approval), oneLine(string(ap.Arguments), 48), orDash(ap.DecidedBy))
 			}
 			return tw.Flush()
 		},
@@ -124,7 +125,7 @@ func approvalsDecideCmd(c *apiClient, decision string) *cobra.Command {
 			if c.output == "json" {
 				return writeJSON(cmd.OutOrStdout(), item)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "Approval %s %s: %s by %s for agent %s.\n", item.ID, item.Status, toolLabel(item.Approval),
+			fmt.Fprintf(cmd.OutOrStdout(), "Approval %s %s: %s by %s for agent %s.\n", item.ID, item.Status, approval.ToolLabel(item.Approval),
 				item.Principal, item.Agent)
 			return nil
 		},
@@ -133,17 +134,10 @@ func approvalsDecideCmd(c *apiClient, decision string) *cobra.Command {
 	return cmd
 }
 
-func toolLabel(ap decisionlog.Approval) string {
-	if ap.ToolName != "" && !strings.HasSuffix(ap.Tool, "/"+ap.ToolName) {
-		return ap.Tool + " " + ap.ToolName
-	}
-	return ap.Tool
-}
-
 func printApproval(w io.Writer, item approvalhttp.Item) {
 	ap := item.Approval
 	fmt.Fprintf(w, "Approval %s: %s\n", ap.ID, ap.Status)
-	fmt.Fprintf(w, "  call        %s by %s through agent %s\n", toolLabel(ap), ap.Principal, ap.Agent)
+	fmt.Fprintf(w, "  call        %s by %s through agent %s\n", approval.ToolLabel(ap), ap.Principal, ap.Agent)
 	fmt.Fprintf(w, "  arguments   %s\n", orDash(string(item.Arguments)))
 	var reasons []struct{ Rule, Message string }
 	json.Unmarshal(ap.Reasons, &reasons)
