@@ -56,7 +56,7 @@ $(TOOLS)/bin/staticcheck:
 $(TOOLS)/bin/benchstat:
 	GOBIN=$(TOOLS)/bin $(GO) install golang.org/x/perf/cmd/benchstat@$(BENCHSTAT_VERSION)
 
-# PostgreSQL for the tests that need a real server (internal/pgtest): Debian's postgresql
+# PostgreSQL for the tests that need a real server (test/pgtest): Debian's postgresql
 # package, installed only when initdb is neither on PATH nor in /usr/lib/postgresql/*/bin.
 postgres: ## install PostgreSQL (apt-get) for the database tests, unless it is there
 	@if command -v initdb >/dev/null || compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then exit 0; fi; \
@@ -65,7 +65,7 @@ postgres: ## install PostgreSQL (apt-get) for the database tests, unless it is t
 	echo "installing postgresql: $${sudo:+sudo }apt-get install -y --no-install-recommends postgresql"; \
 	$$sudo apt-get update && $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends postgresql
 
-# Chromium for the web UI's browser test (audithttp/ui_test.go, headless): Debian's chromium
+# Chromium for the web UI's browser test (audit/audithttp/ui_test.go, headless): Debian's chromium
 # package, installed only when /usr/bin/chromium is missing.
 chromium: ## install Chromium (apt-get) for the UI's browser test, unless it is there
 	@if [ -x /usr/bin/chromium ]; then exit 0; fi; \

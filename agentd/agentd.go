@@ -24,13 +24,13 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lush-agents/lush/agentd/model"
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/mcphttp"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // Point is agentd's name as an enforcement point in decision-log events.

@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/lush-agents/lush/agentd/model"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // maxChatBody bounds a chat request (the message and the history sent back).

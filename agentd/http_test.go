@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/authz"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 func TestDeniedInvocationAnswers(t *testing.T) {

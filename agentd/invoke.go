@@ -13,10 +13,10 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lush-agents/lush/agentd/model"
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // Invocation asks an agent something.

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // mcpHandler serves each agent as an MCP server with one tool, named after the agent, that

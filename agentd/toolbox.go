@@ -19,8 +19,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lush-agents/lush/agentd/model"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
 )
 
 // tokenTTL is how long a delegation token lives; a new one is signed when less than

@@ -9,7 +9,7 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
 )
 
 // Tool names the gateway lists are offered to models under names they accept, unique, and

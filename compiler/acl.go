@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/principal"
-	"github.com/lush-agents/lush/spec"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/principal"
+	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/vault"
 )
 

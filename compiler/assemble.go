@@ -13,11 +13,11 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/lush-agents/lush/compiler/skills"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/policies"
-	"github.com/lush-agents/lush/spec"
-	"github.com/lush-agents/lush/toolref"
 )
 
 // BundleRoot is the only root of every Lush bundle: data.lush.project and packages lush.*.

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/principal"
-	"github.com/lush-agents/lush/spec"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/principal"
 )
 
 // checkBudgets checks lush.yaml budgets against the project: unique names, agents that exist,
@@ -28,7 +28,7 @@ func (b *build) checkBudgets(check func(spec.Scalar[string], string) (principal.
 			b.l.ErrorHint(bu.Agent.Pos, "unknown-agent", agentHint(bu.Agent.Value, names),
 				"budget %q names agent %q, which does not exist", bu.Name.Value, bu.Agent.Value)
 		}
-		if bu.Principal.Set() && bu.Principal.Value != spec.AnyPrincipal {
+		if bu.Principal.Set() && bu.Principal.Value != manifest.AnyPrincipal {
 			check(bu.Principal, "budgets")
 		}
 		for _, c := range bu.Costs {

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/budget"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/budget"
 )
 
 // TestBudgets: lush.yaml budgets compile, sorted by name, into the manifest and into

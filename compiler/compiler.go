@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/compiler/skills"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/spec"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // DefaultModels are the models a project may use when lush.yaml does not list its own.

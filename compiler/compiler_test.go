@@ -18,10 +18,10 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/bundle"
 
-	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 const quickstart = "../examples/quickstart"

@@ -7,9 +7,9 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/policies"
-	"github.com/lush-agents/lush/spec"
 )
 
 // ProjectPackagePrefix is the namespace of project policies: package lush.policies.<name>.

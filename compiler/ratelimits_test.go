@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // TestRateLimits: lush.yaml rate_limits compile, defaults applied and sorted, into the manifest

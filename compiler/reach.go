@@ -14,10 +14,10 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/toolref"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/toolref"
+	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/vault"
 )
 

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
 	"github.com/lush-agents/lush/examples/notes/notes"
+	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 

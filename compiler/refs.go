@@ -5,8 +5,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/toolref"
 )
 
 // checkReferences checks that loops name existing agents and lush:// references name existing

@@ -9,10 +9,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // TestRoles: lush.yaml roles: compile into the manifest and into data.lush.project.roles, and the

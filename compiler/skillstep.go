@@ -9,9 +9,9 @@ import (
 	"strings"
 
 	"github.com/lush-agents/lush/compiler/skills"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/spec"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/toolref"
 )
 
 // checkSkills resolves every agent's skills, verifies skills.lock, loads the local tools skills

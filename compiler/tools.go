@@ -12,10 +12,10 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/spec"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/toolref"
 )
 
 // builtinClasses are the fixed classes of Lush's built-in tools. A project may raise a built-in

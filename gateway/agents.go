@@ -15,10 +15,10 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/telemetry"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/internal/upstream"
 )
 
 // AgentsConfig says how the gateway reaches agentd, which serves the agents that lush://<name>

@@ -9,10 +9,10 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lush-agents/lush/approval"
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // OpenApprovals opens the approvals store beside the decision log cfg names; OpenDecisionLog

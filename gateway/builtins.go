@@ -7,9 +7,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lush-agents/lush/builtin/files"
-	"github.com/lush-agents/lush/builtin/shell"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/gateway/builtin/files"
+	"github.com/lush-agents/lush/gateway/builtin/shell"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // BuiltinsConfig configures the tools built into Lush (builtin/<name> references). An agent can

@@ -12,10 +12,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/approval"
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 

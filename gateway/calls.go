@@ -12,13 +12,13 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/localtool"
-	"github.com/lush-agents/lush/mcphttp"
-	"github.com/lush-agents/lush/stub"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/gateway/localtool"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/stub"
 	"github.com/lush-agents/lush/vault"
 )
 

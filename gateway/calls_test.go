@@ -4,8 +4,8 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // The decision is added to every allowed result's _meta, spliced or merged, leaving the rest of

@@ -9,9 +9,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/toolref"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/toolref"
+	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/vault"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lush-agents/lush/approval"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/mesh/extauthz"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/vault"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/yosida95/uritemplate/v3"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/mcphttp"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/vault"
 )
 

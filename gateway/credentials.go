@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/upstream"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
 

@@ -12,10 +12,10 @@ import (
 
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/examples/notes/notes"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
 	"github.com/lush-agents/lush/test/vaultserver"
 	"github.com/lush-agents/lush/vault"

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // TestOpenDecisionLog: decision_log_chain reaches the log: the checkpoint key is created beside
@@ -25,7 +26,7 @@ func TestOpenDecisionLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Record(ctx, &decisionlog.Event{DecisionID: "d1", Action: "tools/call", Outcome: decisionlog.OutcomeAllow}); err != nil {
+	if err := l.Record(ctx, &decisionlog.Event{DecisionID: "d1", Action: "tools/call", Outcome: authz.OutcomeAllow}); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // DefaultFollowInterval is how often Follow checks for a new deploy.

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // FuzzToolsCall sends arbitrary tools/call params through the HTTP endpoint: from the JSON-RPC

@@ -16,8 +16,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // handler answers the MCP messages of agent endpoints. It is the Gateway seen as an

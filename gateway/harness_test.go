@@ -19,12 +19,12 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/internal/syncbuf"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
+	"github.com/lush-agents/lush/test/syncbuf"
 )
 
 func TestMain(m *testing.M) {

@@ -14,9 +14,9 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // alternating sends each request to the next of several servers.

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/decisionlog"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // TestSecretsNeverLeak makes calls with valid, wrong and forged credentials, and checks that no

@@ -25,8 +25,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/toolref"
 )
 
 // Kind is what a route leads to.

@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/mesh"
 )
 

@@ -5,7 +5,7 @@ import (
 	"errors"
 
 	"github.com/lush-agents/lush/agentd"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
 )
 
 // Agents runs firings through agentd: the loop's agent is invoked as the loop's run_as service

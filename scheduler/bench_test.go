@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // benchLoops is the number of loops on the one scheduler of BenchmarkFiringLag.

@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // maxTriggerBody bounds a trigger request.

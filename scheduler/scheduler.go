@@ -35,13 +35,13 @@ import (
 	"sync"
 	"time"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/schedule"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/schedule"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // Point is the enforcement point name of the scheduler's decisions (loop/read, loop/trigger).

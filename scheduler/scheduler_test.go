@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/internal/pgtest"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/test/pgtest"
 )
 
 // scenarios run on every store: SQLite (always) and PostgreSQL (when installed; always in CI).

@@ -30,7 +30,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // opaBinary finds the real opa CLI that make test installs into .tools/bin.

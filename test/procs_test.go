@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/internal/syncbuf"
+	"github.com/lush-agents/lush/test/syncbuf"
 )
 
 var lushctlBin string // built once by TestMain

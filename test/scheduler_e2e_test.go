@@ -16,10 +16,10 @@ import (
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver, to read the PostgreSQL store
 	_ "modernc.org/sqlite"             // the "sqlite" database/sql driver, to read the SQLite store
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/internal/pgtest"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/scheduler"
+	"github.com/lush-agents/lush/test/pgtest"
 )
 
 // These tests run the scheduler as operators do: `lushctl serve` processes, killed with SIGKILL
@@ -359,7 +359,7 @@ func TestSchedulerKill9MidRunCompletesOnce(t *testing.T) {
 	}
 	interrupted, finished := decs[0], decs[1]
 	for _, d := range decs {
-		if d.Event.Outcome != decisionlog.OutcomeAllow || d.Event.Agent != "sleeper" {
+		if d.Event.Outcome != authz.OutcomeAllow || d.Event.Agent != "sleeper" {
 			t.Errorf("decision %s: outcome %s, agent %s; want allow, sleeper", d.Event.DecisionID, d.Event.Outcome, d.Event.Agent)
 		}
 	}
@@ -541,7 +541,7 @@ func TestSchedulerThreeReplicasOnePostgres(t *testing.T) {
 			if prev, dup := decisions[d.Event.DecisionID]; dup {
 				t.Errorf("decision %s is in the logs of %s and %s", d.Event.DecisionID, replicas[prev.replica].name, r.name)
 			}
-			if d.Event.Outcome != decisionlog.OutcomeAllow {
+			if d.Event.Outcome != authz.OutcomeAllow {
 				t.Errorf("%s: decision %s of agent %s: outcome %s, want allow", r.name, d.Event.DecisionID, d.Event.Agent, d.Event.Outcome)
 			}
 			decisions[d.Event.DecisionID] = decision{rec: d, replica: i}

@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/test/vaultserver"
 	"github.com/lush-agents/lush/vault"
 )

@@ -29,7 +29,7 @@ import (
 	"github.com/hashicorp/vault/api"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // DefaultCacheTTL is how long a value without a lease (a KV secret) is reused.

@@ -13,7 +13,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/test/vaultserver"
 	"github.com/lush-agents/lush/vault"
 )

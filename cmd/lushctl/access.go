@@ -10,10 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/review"
+	"github.com/lush-agents/lush/audit/review"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 func newAccessCmd() *cobra.Command {

@@ -12,9 +12,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/approval"
-	"github.com/lush-agents/lush/approvalhttp"
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/gateway/approvalhttp"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 func newApprovalsCmd() *cobra.Command {

@@ -15,7 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // defaultDecisionLog is where the gateway writes its decision log, relative to the project.
@@ -61,7 +62,7 @@ func (f *auditFlags) register(cmd *cobra.Command, limit int, limitHelp string) {
 	fl.StringVar(&f.agent, "agent", "", "only decisions about this agent")
 	fl.StringVar(&f.tool, "tool", "", "only decisions about this tool reference (mcp://…, tools/…)")
 	fl.StringVar(&f.toolName, "tool-name", "", "only decisions about this MCP tool name")
-	fl.StringVar(&f.outcome, "outcome", "", "only this outcome: "+strings.Join(decisionlog.Outcomes, "|"))
+	fl.StringVar(&f.outcome, "outcome", "", "only this outcome: "+strings.Join(authz.Outcomes, "|"))
 	fl.StringVar(&f.action, "action", "", "only this action (tools/call, tools/list, loop/trigger, …)")
 	fl.StringVar(&f.revision, "revision", "", "only decisions by this policy revision (a build hash or its prefix)")
 	fl.StringVar(&f.decisionID, "decision-id", "", "only this decision (its id or a prefix, as printed)")
@@ -98,7 +99,7 @@ func (f *auditFlags) filter(now time.Time) (decisionlog.Filter, error) {
 	case decisionlog.ErrLiveWriteIsWrite:
 		return decisionlog.Filter{}, usage("--outcome %s is a write: it cannot be combined with --access read", liveWrite)
 	default:
-		return decisionlog.Filter{}, usage("--outcome must be one of %s or %s, not %q", strings.Join(decisionlog.Outcomes, ", "), liveWrite, f.outcome)
+		return decisionlog.Filter{}, usage("--outcome must be one of %s or %s, not %q", strings.Join(authz.Outcomes, ", "), liveWrite, f.outcome)
 	}
 	outcome, access := sel.Outcome, sel.Access
 	if access != "" && access != "read" && access != "write" {

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/internal/syncbuf"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/test/syncbuf"
 )
 
 // auditRun runs lushctl like run does, with the audit command added when main.go does not wire

@@ -15,10 +15,10 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/principal"
-	"github.com/lush-agents/lush/spec"
-	"github.com/lush-agents/lush/toolref"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/principal"
+	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/vault"
 )
 

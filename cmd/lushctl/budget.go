@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/budget"
-	"github.com/lush-agents/lush/budgethttp"
+	"github.com/lush-agents/lush/gateway/budgethttp"
+	"github.com/lush-agents/lush/policies/budget"
 )
 
 func newBudgetCmd() *cobra.Command {

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/budgethttp"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/gateway/budgethttp"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // TestBudgetCommands: lushctl budget show and top-up against the real budgets API, policy and

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/diag"
 )
 
 type buildFlags struct {

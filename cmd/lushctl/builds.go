@@ -11,9 +11,9 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/review"
+	"github.com/lush-agents/lush/audit/review"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 func newBuildsCmd() *cobra.Command {

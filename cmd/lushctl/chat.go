@@ -16,13 +16,13 @@ import (
 
 	"github.com/lush-agents/lush/agentd"
 	"github.com/lush-agents/lush/agentd/model"
-	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/stack"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 type chatFlags struct {

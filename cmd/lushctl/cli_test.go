@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 type result struct {

@@ -10,8 +10,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/export"
+	"github.com/lush-agents/lush/audit/export"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 func newAuditExportCmd() *cobra.Command {

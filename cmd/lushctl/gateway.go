@@ -17,17 +17,17 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/lush-agents/lush/approvalhttp"
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/budgethttp"
-	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/enforce"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/gateway/approvalhttp"
+	"github.com/lush-agents/lush/gateway/budgethttp"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 type gatewayFlags struct {

@@ -6,8 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/graph"
+	"github.com/lush-agents/lush/audit/graph"
+	"github.com/lush-agents/lush/internal/buildstore"
 )
 
 func newGraphCmd() *cobra.Command {

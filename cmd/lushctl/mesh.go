@@ -10,8 +10,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/mesh/xds"
 )
 

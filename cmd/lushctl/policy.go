@@ -12,13 +12,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/authz/policytest"
-	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/spec"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/policytest"
 )
 
 func newPolicyCmd() *cobra.Command {

@@ -9,10 +9,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // replayed is a logged decision decided again under another build.

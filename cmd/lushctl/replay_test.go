@@ -8,10 +8,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // loggedDecisions builds the quickstart twice (the second build takes group:engineering's read

@@ -7,10 +7,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/buildstore"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/manifest"
-	"github.com/lush-agents/lush/report"
+	"github.com/lush-agents/lush/audit/report"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 func newAuditReportCmd() *cobra.Command {

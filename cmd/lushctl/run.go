@@ -15,12 +15,12 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/lush-agents/lush/agentd"
-	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/scheduler"
-	"github.com/lush-agents/lush/stack"
-	"github.com/lush-agents/lush/tracestore"
 )
 
 type runFlags struct {

@@ -18,13 +18,13 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lush-agents/lush/agentd"
-	"github.com/lush-agents/lush/buildstore"
+	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/scheduler"
-	"github.com/lush-agents/lush/stack"
-	"github.com/lush-agents/lush/telemetry"
-	"github.com/lush-agents/lush/tracestore"
 )
 
 func newServeCmd() *cobra.Command {

@@ -7,7 +7,7 @@ import (
 
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/compiler/skills"
-	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/internal/diag"
 )
 
 func newSkillsCmd() *cobra.Command {

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // trailRow is a decision in the write audit trail (seed 000): when, which agent, for whom, which
@@ -28,7 +29,7 @@ func trailRow(r decisionlog.Record) []string {
 		args = "(not logged)"
 	}
 	ran, response := e.Outcome, "-"
-	if e.Outcome == decisionlog.OutcomeAllow {
+	if e.Outcome == authz.OutcomeAllow {
 		ran = "live"
 	}
 	if c := r.Completion; c != nil {

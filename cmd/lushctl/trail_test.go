@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // The write audit trail shows when, which agent, for whom, which tool, whether it ran, the

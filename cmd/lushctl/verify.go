@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 func newAuditVerifyCmd() *cobra.Command {

@@ -12,8 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/internal/pgtest"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/test/pgtest"
 )
 
 // chainedLog writes five decisions to a log whose checkpoints are signed with a key beside it.
@@ -31,7 +32,7 @@ func chainedLog(t *testing.T) (logPath, pubKey string) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		e := &decisionlog.Event{DecisionID: fmt.Sprintf("dec-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: decisionlog.OutcomeAllow,
+		e := &decisionlog.Event{DecisionID: fmt.Sprintf("dec-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: authz.OutcomeAllow,
 			Input: json.RawMessage(`{"arguments":{"path":"q3.md"}}`)}
 		if err := l.Record(ctx, e); err != nil {
 			t.Fatal(err)
@@ -118,7 +119,7 @@ func TestAuditOnPostgres(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 3 {
-		e := &decisionlog.Event{DecisionID: fmt.Sprintf("pg-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: decisionlog.OutcomeDeny}
+		e := &decisionlog.Event{DecisionID: fmt.Sprintf("pg-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: authz.OutcomeDeny}
 		if err := l.Record(ctx, e); err != nil {
 			t.Fatal(err)
 		}

@@ -12,10 +12,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/lush-agents/lush/buildstore"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/diag"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // watchInterval is how often `lushctl gateway --watch` looks for changed project files.

@@ -12,7 +12,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/internal/diag"
 )
 
 // LockFile is the lock's name at the project root.

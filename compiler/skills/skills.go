@@ -20,8 +20,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/lush-agents/lush/diag"
-	"github.com/lush-agents/lush/spec"
+	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/diag"
 )
 
 // SkillFile is the file that makes a folder a skill.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/lush-agents/lush/diag"
+	"github.com/lush-agents/lush/internal/diag"
 )
 
 func writeSkill(t *testing.T, root, ref, body string) string {

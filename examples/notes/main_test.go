@@ -17,7 +17,7 @@ import (
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 
-	"github.com/lush-agents/lush/internal/syncbuf"
+	"github.com/lush-agents/lush/test/syncbuf"
 )
 
 const aliceToken = "alice-secret-token-0001"

@@ -38,14 +38,14 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/lush-agents/lush/approval"
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/identity"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/mesh"
-	"github.com/lush-agents/lush/telemetry"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
 

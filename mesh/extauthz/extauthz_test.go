@@ -32,11 +32,11 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/lush-agents/lush/authz"
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/identity"
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/mesh/extauthz"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/vault"
 )
 

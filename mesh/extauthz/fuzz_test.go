@@ -6,7 +6,7 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/lush-agents/lush/decisionlog"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // FuzzCheck sends requests with arbitrary paths, methods, bodies and MCP headers. Whatever they

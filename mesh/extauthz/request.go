@@ -10,7 +10,7 @@ import (
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 
-	"github.com/lush-agents/lush/mcphttp"
+	"github.com/lush-agents/lush/internal/mcphttp"
 )
 
 // Headers of the MCP 2026 transport that name a message's method and target, so that proxies can

@@ -16,11 +16,11 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/lush-agents/lush/authz"
-	"github.com/lush-agents/lush/decisionlog"
-	"github.com/lush-agents/lush/enforce"
-	"github.com/lush-agents/lush/mcphttp"
-	"github.com/lush-agents/lush/stub"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/stub"
 )
 
 // Headers Lush adds to requests and answers.

@@ -21,7 +21,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // allNodes gives every sidecar the same snapshot: each serves every route of the build, and

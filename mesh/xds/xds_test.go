@@ -23,7 +23,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/lush-agents/lush/compiler"
-	"github.com/lush-agents/lush/manifest"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/mesh"
 	"github.com/lush-agents/lush/mesh/xds"
 )

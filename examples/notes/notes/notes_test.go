@@ -23,7 +23,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 	"go.uber.org/goleak"
 
-	"github.com/lush-agents/lush/internal/syncbuf"
+	"github.com/lush-agents/lush/test/syncbuf"
 )
 
 const (

@@ -1,0 +1,88 @@
+package stack_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/lush-agents/lush/audit/audithttp"
+	"github.com/lush-agents/lush/compiler"
+)
+
+// TestAuditAPI: the stack serves the decision-log API and its UI; the API decides audit/read
+// with the deployed build (so a new build with roles: takes effect at once) and logs each read
+// in the log it serves.
+func TestAuditAPI(t *testing.T) {
+	h := start(t, harnessOpts{})
+	ctx := context.Background()
+
+	// The UI's static files need no credentials.
+	req, _ := http.NewRequest("GET", h.st.URL()+"/ui/", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Security-Policy") != audithttp.ContentSecurityPolicy {
+		t.Errorf("GET /ui/: %d %v", resp.StatusCode, resp.Header)
+	}
+	if code, _ := h.get("/audit/decisions", ""); code != http.StatusUnauthorized {
+		t.Errorf("no credentials: %d", code)
+	}
+
+	// The test project has no roles: nobody reads the log.
+	code, body := h.get("/audit/decisions", carolKey)
+	var refused struct {
+		Error struct {
+			DecisionID string `json:"decision_id"`
+			Reasons    []struct{ Rule string }
+		}
+	}
+	json.Unmarshal(body, &refused)
+	if code != http.StatusForbidden || len(refused.Error.Reasons) != 1 || refused.Error.Reasons[0].Rule != "lush.role.no_audit" {
+		t.Fatalf("carol without roles: %d %s", code, body)
+	}
+
+	// A build that gives carol the audit role.
+	dir := project(t, "http://127.0.0.1:9/mcp")
+	f, err := os.OpenFile(filepath.Join(dir, "lush.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("roles:\n  audit: [user:carol]\n")
+	f.Close()
+	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
+	if err != nil || !res.OK() {
+		t.Fatalf("build: %v %v", err, res.Diagnostics)
+	}
+	if err := h.st.Deploy(ctx, res.Manifest, res.Hash, res.Bundle); err != nil {
+		t.Fatal(err)
+	}
+
+	code, body = h.get("/audit/decisions?action=audit/read", carolKey)
+	var page audithttp.Page
+	if code != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page.Decisions) != 1 {
+		t.Fatalf("carol with the audit role: %d %s", code, body)
+	}
+	ev := page.Decisions[0].Event
+	if ev.DecisionID != refused.Error.DecisionID || ev.Outcome != "deny" || ev.Principal != "user:carol" || ev.Point != audithttp.Point {
+		t.Errorf("carol's refused read is logged as %+v", ev)
+	}
+	if code, body := h.get("/audit/decisions", daveKey); code != http.StatusForbidden {
+		t.Errorf("dave: %d %s", code, body)
+	}
+	var allowed bool
+	for _, r := range h.decisions() {
+		if r.Event.Action == audithttp.ActionRead && r.Event.Outcome == "allow" && r.Event.Revision == res.Hash &&
+			slices.Equal(r.Event.Rules, []string{"lush.role.audit"}) && r.Completion != nil {
+			allowed = true
+		}
+	}
+	if !allowed {
+		t.Error("carol's allowed read is not in the log with its completion")
+	}
+}

@@ -1,0 +1,554 @@
+package upstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
+	"github.com/lush-agents/lush/internal/manifest"
+)
+
+// Supervision defaults.
+const (
+	DefaultCallTimeout    = 60 * time.Second
+	DefaultHealthInterval = 10 * time.Second
+	DefaultBackoffInitial = 200 * time.Millisecond
+	DefaultBackoffMax     = 30 * time.Second
+	connectTimeout        = 60 * time.Second
+)
+
+// Options tune a supervised server.
+type Options struct {
+	Dial           DialOptions
+	CallTimeout    time.Duration // per request, unless the manifest sets one (default 60s)
+	HealthInterval time.Duration // ping period (default 10s)
+	BackoffInitial time.Duration // first restart delay (default 200ms), doubling to BackoffMax
+	BackoffMax     time.Duration // default 30s
+	Logger         *slog.Logger
+	// OnChange is called (on the server's goroutine) when the server comes up, goes down or its
+	// lists change.
+	OnChange func(ref string)
+	// OnResourceUpdated is called for notifications/resources/updated.
+	OnResourceUpdated func(ref, uri string)
+	// OnRestart is called each time the server is started again after being lost.
+	OnRestart func(ref string)
+	// Label names a private server's principal in log messages.
+	Label string
+}
+
+// Lists are what a server offers, as its raw JSON objects (passed through untouched).
+type Lists struct {
+	Capabilities mcp.ServerCapabilities
+	ServerInfo   mcp.Implementation
+	Tools        []json.RawMessage
+	Resources    []json.RawMessage
+	Templates    []json.RawMessage
+	Prompts      []json.RawMessage
+}
+
+// State describes a server's health.
+type State struct {
+	Up        bool
+	Settled   bool // the first connection attempt has finished (up, or failed)
+	Since     time.Time
+	Restarts  int
+	LastError string // why it is down, or why it went down last
+	RetryIn   time.Duration
+}
+
+// ErrUnavailable is returned for requests while a server is down.
+type ErrUnavailable struct {
+	Ref     string
+	Reason  string
+	RetryIn time.Duration
+}
+
+func (e *ErrUnavailable) Error() string {
+	msg := fmt.Sprintf("MCP server %s is unavailable", e.Ref)
+	if e.Reason != "" {
+		msg += ": " + e.Reason
+	}
+	if e.RetryIn > 0 {
+		msg += fmt.Sprintf(" (retrying in %s)", e.RetryIn.Round(time.Millisecond))
+	}
+	return msg
+}
+
+// RPCError is a JSON-RPC error the server returned.
+type RPCError struct {
+	Code    int
+	Message string
+	Data    json.RawMessage
+}
+
+func (e *RPCError) Error() string { return fmt.Sprintf("%s (code %d)", e.Message, e.Code) }
+
+// Notify receives the notifications an upstream sends about one request.
+type Notify func(method string, params json.RawMessage)
+
+// Server is a supervised connection to one MCP server: it connects, keeps the server's lists,
+// and restarts it with backoff when it is lost.
+type Server struct {
+	tool *manifest.Tool
+	opts Options
+
+	mu    sync.RWMutex
+	conn  *conn
+	lists Lists
+	state State
+
+	kick   chan struct{} // a request saw a transport failure: check health now
+	active atomic.Int64  // requests in flight
+	cancel context.CancelFunc
+	done   chan struct{}
+	nextID atomic.Int64
+}
+
+type conn struct {
+	c        *client.Client
+	inflight sync.Map // upstream progress token or request id -> Notify
+	calls    atomic.Int32
+	refresh  chan struct{}
+}
+
+// Start begins supervising the server described by t. Close stops it.
+func Start(t *manifest.Tool, opts Options) *Server {
+	if opts.CallTimeout <= 0 {
+		opts.CallTimeout = DefaultCallTimeout
+	}
+	if t.TimeoutMS > 0 {
+		opts.CallTimeout = time.Duration(t.TimeoutMS) * time.Millisecond
+	}
+	if opts.HealthInterval <= 0 {
+		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.BackoffInitial <= 0 {
+		opts.BackoffInitial = DefaultBackoffInitial
+	}
+	if opts.BackoffMax <= 0 {
+		opts.BackoffMax = DefaultBackoffMax
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Label != "" {
+		opts.Logger = opts.Logger.With("as", opts.Label)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{tool: t, opts: opts, kick: make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	s.state.LastError = "starting"
+	go s.run(ctx)
+	return s
+}
+
+// Ref is the server's tool reference.
+func (s *Server) Ref() string { return s.tool.Ref }
+
+// Tool is the manifest entry the server was started from.
+func (s *Server) Tool() *manifest.Tool { return s.tool }
+
+// Close stops the server and waits for its goroutines.
+func (s *Server) Close() {
+	s.cancel()
+	<-s.done
+}
+
+// State returns the server's health.
+func (s *Server) State() State {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state
+}
+
+// Lists returns what the server offers (empty while it has never been up).
+func (s *Server) Lists() Lists {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lists
+}
+
+// WaitUp blocks until the server is up or ctx ends.
+func (s *Server) WaitUp(ctx context.Context) error {
+	return s.wait(ctx, func(st State) bool { return st.Up })
+}
+
+// WaitSettled blocks until the first connection attempt has finished, up or not, or ctx ends.
+func (s *Server) WaitSettled(ctx context.Context) error {
+	return s.wait(ctx, func(st State) bool { return st.Settled })
+}
+
+func (s *Server) wait(ctx context.Context, done func(State) bool) error {
+	for {
+		if done(s.State()) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			st := s.State()
+			return fmt.Errorf("MCP server %s did not come up: %s", s.tool.Ref, st.LastError)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// Request sends a request and returns its raw result. notify, if not nil, receives the
+// notifications the server sends about this request: progress for the progress token in params'
+// _meta (the caller sets a token unique to the call), and log messages while it is the only
+// request in flight. A JSON-RPC error from the server is an *RPCError; a server that is down is an
+// *ErrUnavailable.
+func (s *Server) Request(ctx context.Context, method string, params json.RawMessage, progressToken string, notify Notify) (json.RawMessage, error) {
+	s.mu.RLock()
+	c := s.conn
+	st := s.state
+	s.mu.RUnlock()
+	if c == nil {
+		return nil, &ErrUnavailable{Ref: s.tool.Ref, Reason: st.LastError, RetryIn: st.RetryIn}
+	}
+	s.active.Add(1)
+	defer s.active.Add(-1)
+	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
+	defer cancel()
+	id := mcp.NewRequestId("lush-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	if notify != nil {
+		key := progressToken
+		if key == "" {
+			key = fmt.Sprint(id.Value())
+		}
+		c.inflight.Store(key, notify)
+		defer c.inflight.Delete(key)
+	}
+	c.calls.Add(1)
+	defer c.calls.Add(-1)
+	var p any
+	if len(params) > 0 {
+		p = params
+	}
+	resp, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: p})
+	if err != nil {
+		if ctx.Err() != nil {
+			s.cancelUpstream(c, id, ctx.Err())
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return nil, fmt.Errorf("MCP server %s did not answer %s within %s: %w", s.tool.Ref, method, s.opts.CallTimeout, context.DeadlineExceeded)
+			}
+			return nil, ctx.Err()
+		}
+		select { // the connection may be gone: check now rather than at the next ping
+		case s.kick <- struct{}{}:
+		default:
+		}
+		return nil, &ErrUnavailable{Ref: s.tool.Ref, Reason: "the connection failed during the request: " + shortErr(err)}
+	}
+	if resp.Error != nil {
+		e := &RPCError{Code: resp.Error.Code, Message: resp.Error.Message}
+		if resp.Error.Data != nil {
+			e.Data, _ = json.Marshal(resp.Error.Data)
+		}
+		return nil, e
+	}
+	return resp.Result, nil
+}
+
+// ListAll pages through a list method (resources/list, prompts/list, …) with live requests and
+// returns the raw items of field.
+func (s *Server) ListAll(ctx context.Context, method, field string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	cursor := ""
+	for range 1000 {
+		var params json.RawMessage
+		if cursor != "" {
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
+		}
+		res, err := s.Request(ctx, method, params, "", nil)
+		if err != nil {
+			return nil, err
+		}
+		var body map[string]json.RawMessage
+		if json.Unmarshal(res, &body) != nil {
+			return nil, fmt.Errorf("%s: malformed result from %s", method, s.tool.Ref)
+		}
+		var items []json.RawMessage
+		json.Unmarshal(body[field], &items)
+		out = append(out, items...)
+		cursor = ""
+		json.Unmarshal(body["nextCursor"], &cursor)
+		if cursor == "" {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: more than 1000 pages from %s", method, s.tool.Ref)
+}
+
+// Notification sends a notification to the server (best effort).
+func (s *Server) Notification(ctx context.Context, method string, params map[string]any) error {
+	s.mu.RLock()
+	c := s.conn
+	s.mu.RUnlock()
+	if c == nil {
+		return &ErrUnavailable{Ref: s.tool.Ref}
+	}
+	return c.c.GetTransport().SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
+}
+
+func (s *Server) cancelUpstream(c *conn, id mcp.RequestId, cause error) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		c.c.GetTransport().SendNotification(ctx, mcp.JSONRPCNotification{JSONRPC: mcp.JSONRPC_VERSION,
+			Notification: mcp.Notification{Method: string(mcp.MethodNotificationCancelled),
+				Params: mcp.NotificationParams{AdditionalFields: map[string]any{"requestId": id.Value(), "reason": cause.Error()}}}})
+	}()
+}
+
+func (s *Server) run(ctx context.Context) {
+	defer close(s.done)
+	backoff := s.opts.BackoffInitial
+	started := false
+	for {
+		c, lists, err := s.connect(ctx)
+		if ctx.Err() != nil {
+			if c != nil {
+				c.c.Close()
+			}
+			return
+		}
+		if err != nil {
+			s.setDown(err.Error(), backoff)
+			if !s.sleep(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, s.opts.BackoffMax)
+			continue
+		}
+		if started && s.opts.OnRestart != nil {
+			s.opts.OnRestart(s.tool.Ref)
+		}
+		started = true
+		s.mu.Lock()
+		s.conn, s.lists = c, lists
+		s.state = State{Up: true, Settled: true, Since: time.Now(), Restarts: s.state.Restarts}
+		s.mu.Unlock()
+		s.changed()
+		upSince := time.Now()
+		reason := s.monitor(ctx, c)
+		s.mu.Lock()
+		s.conn = nil
+		s.state.Restarts++
+		s.mu.Unlock()
+		c.c.Close()
+		if ctx.Err() != nil {
+			return
+		}
+		if time.Since(upSince) > 2*s.opts.BackoffMax {
+			backoff = s.opts.BackoffInitial // it ran well for a while: restart quickly
+		}
+		s.opts.Logger.Warn("MCP server lost; restarting", "ref", s.tool.Ref, "reason", reason, "in", backoff)
+		s.setDown(reason, backoff)
+		if !s.sleep(ctx, backoff) {
+			return
+		}
+		backoff = min(2*backoff, s.opts.BackoffMax)
+	}
+}
+
+func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
+	d += time.Duration(rand.Int64N(int64(d)/5 + 1)) // jitter, so replicas do not restart in step
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
+}
+
+func (s *Server) setDown(reason string, retry time.Duration) {
+	s.mu.Lock()
+	s.state.Up, s.state.Settled, s.state.LastError, s.state.RetryIn, s.state.Since = false, true, reason, retry, time.Now()
+	s.mu.Unlock()
+	s.changed()
+}
+
+func (s *Server) changed() {
+	if s.opts.OnChange != nil {
+		s.opts.OnChange(s.tool.Ref)
+	}
+}
+
+// connect dials, initializes and reads the server's lists.
+func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	cl, init, err := Dial(ctx, s.tool, s.opts.Dial)
+	if err != nil {
+		return nil, Lists{}, err
+	}
+	c := &conn{c: cl, refresh: make(chan struct{}, 1)}
+	cl.OnNotification(func(n mcp.JSONRPCNotification) { s.onNotification(c, n) })
+	lists, err := s.fetchLists(ctx, c, init)
+	if err != nil {
+		cl.Close()
+		return nil, Lists{}, err
+	}
+	return c, lists, nil
+}
+
+func (s *Server) fetchLists(ctx context.Context, c *conn, init *mcp.InitializeResult) (Lists, error) {
+	l := Lists{Capabilities: init.Capabilities, ServerInfo: init.ServerInfo}
+	var err error
+	if init.Capabilities.Tools != nil {
+		if l.Tools, err = listAll(ctx, c, "tools/list", "tools"); err != nil {
+			return l, err
+		}
+	}
+	if init.Capabilities.Resources != nil {
+		if l.Resources, err = listAll(ctx, c, "resources/list", "resources"); err != nil {
+			return l, err
+		}
+		if l.Templates, err = listAll(ctx, c, "resources/templates/list", "resourceTemplates"); err != nil {
+			l.Templates = nil // optional: some servers have resources but no templates
+		}
+	}
+	if init.Capabilities.Prompts != nil {
+		if l.Prompts, err = listAll(ctx, c, "prompts/list", "prompts"); err != nil {
+			return l, err
+		}
+	}
+	return l, nil
+}
+
+// listAll pages through a list method and returns the raw items.
+func listAll(ctx context.Context, c *conn, method, field string) ([]json.RawMessage, error) {
+	var out []json.RawMessage
+	cursor := ""
+	for page := 0; page < 1000; page++ {
+		var params any
+		if cursor != "" {
+			params = map[string]any{"cursor": cursor}
+		}
+		resp, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
+			ID: mcp.NewRequestId(fmt.Sprintf("lush-list-%s-%d", method, page)), Method: method, Params: params})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", method, err)
+		}
+		if resp.Error != nil {
+			return nil, fmt.Errorf("%s: %s", method, resp.Error.Message)
+		}
+		var body map[string]json.RawMessage
+		if err := json.Unmarshal(resp.Result, &body); err != nil {
+			return nil, fmt.Errorf("%s: malformed result", method)
+		}
+		var items []json.RawMessage
+		if raw, ok := body[field]; ok {
+			if err := json.Unmarshal(raw, &items); err != nil {
+				return nil, fmt.Errorf("%s: %q is not a list", method, field)
+			}
+		}
+		out = append(out, items...)
+		cursor = ""
+		if raw, ok := body["nextCursor"]; ok {
+			json.Unmarshal(raw, &cursor)
+		}
+		if cursor == "" {
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("%s: more than 1000 pages", method)
+}
+
+// monitor watches a live connection: pings it, refreshes lists on change, and returns why the
+// connection is considered lost.
+func (s *Server) monitor(ctx context.Context, c *conn) string {
+	tick := time.NewTicker(s.opts.HealthInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return "stopped"
+		case <-tick.C:
+		case <-s.kick:
+		case <-c.refresh:
+			if err := s.refresh(ctx, c); err != nil {
+				s.opts.Logger.Warn("refresh MCP server lists", "ref", s.tool.Ref, "error", err)
+			}
+			continue
+		}
+		if err := s.ping(ctx, c); err != nil && ctx.Err() == nil {
+			return "it stopped answering: " + shortErr(err)
+		}
+	}
+}
+
+// ping checks that the connection still carries messages. Any answer, even an error, means the
+// server is there; only a transport failure or silence means it is gone.
+func (s *Server) ping(ctx context.Context, c *conn) error {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	_, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
+		ID: mcp.NewRequestId("lush-ping-" + strconv.FormatInt(s.nextID.Add(1), 10)), Method: string(mcp.MethodPing)})
+	return err
+}
+
+func (s *Server) refresh(ctx context.Context, c *conn) error {
+	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
+	defer cancel()
+	s.mu.RLock()
+	caps, info := s.lists.Capabilities, s.lists.ServerInfo
+	s.mu.RUnlock()
+	lists, err := s.fetchLists(ctx, c, &mcp.InitializeResult{Capabilities: caps, ServerInfo: info})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	if s.conn == c {
+		s.lists = lists
+	}
+	s.mu.Unlock()
+	s.changed()
+	return nil
+}
+
+func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
+	params, _ := json.Marshal(n.Params.AdditionalFields)
+	switch n.Method {
+	case "notifications/progress":
+		token := fmt.Sprint(n.Params.AdditionalFields["progressToken"])
+		if v, ok := c.inflight.Load(token); ok {
+			v.(Notify)(n.Method, params)
+		}
+	case "notifications/message":
+		// Log messages carry no request id: deliver them only when the request they belong to is
+		// unambiguous, never to another caller's request.
+		if c.calls.Load() != 1 {
+			return
+		}
+		c.inflight.Range(func(_, v any) bool { v.(Notify)(n.Method, params); return false })
+	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
+		select {
+		case c.refresh <- struct{}{}:
+		default:
+		}
+	case "notifications/resources/updated":
+		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok && s.opts.OnResourceUpdated != nil {
+			s.opts.OnResourceUpdated(s.tool.Ref, uri)
+		}
+	}
+}
+
+func shortErr(err error) string {
+	msg := err.Error()
+	if len(msg) > 200 {
+		msg = msg[:200] + "…"
+	}
+	return msg
+}
