@@ -15,7 +15,6 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
-	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,7 +27,6 @@ import (
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/internal/telemetry"
-	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 )
@@ -46,10 +44,9 @@ const (
 type Config struct {
 	// GatewayURL is the gateway's base URL; an agent's tools are at
 	// <GatewayURL>/gateway/agents/<name>/mcp.
-	GatewayURL  string
-	MaxTurns    int           // model turns per invocation (default 12)
-	Timeout     time.Duration // wall-clock limit of one invocation (default 5m)
-	Environment string        // input.environment of agent/invoke decisions (default dev)
+	GatewayURL string
+	MaxTurns   int           // model turns per invocation (default 12)
+	Timeout    time.Duration // wall-clock limit of one invocation (default 5m)
 	// AllowedHosts are host names clients may use besides loopback ones (DNS-rebinding
 	// protection of the agents' MCP endpoints), as the gateway's allowed_hosts.
 	AllowedHosts []string
@@ -60,12 +57,11 @@ type Options struct {
 	Model      model.Model      // the provider every agent's model runs on
 	Signer     *identity.Signer // signs the delegation tokens agents call the gateway with
 	Auth       *identity.Authenticator
-	Log        *decisionlog.Log
+	Policy     *enforce.Policy      // the process's policy, with its decision log: decides agent/invoke
 	Metrics    *telemetry.Metrics   // optional
 	Tracer     trace.TracerProvider // optional
 	Logger     *slog.Logger         // optional
 	HTTPClient *http.Client         // for the gateway (default: a pooled client)
-	Instance   string               // this replica's name in log events (default: host name)
 	Version    string
 }
 
@@ -109,8 +105,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, errors.New("agentd: a model provider is required")
 	case opts.Signer == nil:
 		return nil, errors.New("agentd: a delegation signer is required")
-	case opts.Log == nil || opts.Auth == nil:
-		return nil, errors.New("agentd: a decision log and an authenticator are required")
+	case opts.Policy == nil || opts.Policy.Log() == nil || opts.Auth == nil:
+		return nil, errors.New("agentd: a policy with a decision log, and an authenticator, are required")
 	case cfg.GatewayURL == "":
 		return nil, errors.New("agentd: the gateway's URL is required: agents reach tools only through it")
 	}
@@ -120,14 +116,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Environment == "" {
-		cfg.Environment = "dev"
-	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Instance == "" {
-		opts.Instance, _ = os.Hostname()
 	}
 	tp := opts.Tracer
 	if tp == nil {
@@ -146,8 +136,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{cfg: cfg, opts: opts, log: opts.Logger, tracer: tp.Tracer("lush/agentd"), http: hc, stats: map[string]*agentStats{}}
-	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
-		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	s.enforcer = opts.Policy.Enforcer(Point)
 	s.transport = mcphttp.NewServer(mcphttp.Config{
 		Handler:     (*mcpHandler)(s),
 		Sessions:    sessions,
@@ -159,11 +148,11 @@ func New(cfg Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Deploy makes a build current. The engine is the build's policy, loaded by whoever deployed it
-// (the gateway in the same process): one build, one policy, for every enforcement point.
-func (s *Server) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
+// Deploy makes a build current. Its policy engine is deployed to the server's Policy by whoever
+// deployed the build (the gateway in the same process): one build, one policy, for every
+// enforcement point.
+func (s *Server) Deploy(m *manifest.Manifest, hash string) {
 	s.state.Store(&snapshot{hash: hash, manifest: m})
-	s.enforcer.SetEngine(eng)
 }
 
 // Close ends the MCP streams of the agents' endpoints.

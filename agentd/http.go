@@ -10,13 +10,11 @@ import (
 	"strings"
 	"sync"
 
-	"go.opentelemetry.io/otel/propagation"
-
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
-	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
 )
 
 // maxChatBody bounds a chat request (the message and the history sent back).
@@ -30,37 +28,18 @@ const maxChatBody = 4 << 20
 //	GET  /agents/{name}/status       the agent's description, tools and recent invocations
 //	GET  /agents                     the agents the caller may invoke
 //
-// Every route authenticates the caller first; invocations are decided (agent/invoke) before
-// anything runs. /health and /metrics belong to the process that mounts this handler.
+// Every route authenticates the caller first, through the process's one gate (a delegation
+// token must be for the route's agent); invocations are decided (agent/invoke) before anything
+// runs. /health and /metrics belong to the process that mounts this handler.
 func (s *Server) Handler() http.Handler {
+	gate := &policyhttp.Gate{Auth: s.opts.Auth}
 	mux := http.NewServeMux()
-	mux.Handle("POST /agents/{agent}/chat", s.authenticated(http.HandlerFunc(s.chat)))
-	mux.Handle("POST /agents/{agent}/chat/stream", s.authenticated(http.HandlerFunc(s.chatStream)))
-	mux.Handle("/agents/{agent}/mcp", s.authenticated(s.transport))
-	mux.Handle("GET /agents/{agent}/status", s.authenticated(http.HandlerFunc(s.status)))
-	mux.Handle("GET /agents", s.authenticated(http.HandlerFunc(s.list)))
+	mux.Handle("POST /agents/{agent}/chat", gate.Authenticated(http.HandlerFunc(s.chat)))
+	mux.Handle("POST /agents/{agent}/chat/stream", gate.Authenticated(http.HandlerFunc(s.chatStream)))
+	mux.Handle("/agents/{agent}/mcp", gate.Authenticated(s.transport))
+	mux.Handle("GET /agents/{agent}/status", gate.Authenticated(http.HandlerFunc(s.status)))
+	mux.Handle("GET /agents", gate.Authenticated(http.HandlerFunc(s.list)))
 	return mux
-}
-
-// authenticated identifies the caller (and carries the incoming trace context); a delegation
-// token must name the agent of the route.
-func (s *Server) authenticated(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		caller, err := s.opts.Auth.Authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-			writeJSONError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
-			return
-		}
-		if agent := r.PathValue("agent"); agent != "" {
-			if err := caller.CheckAgent(agent); err != nil {
-				writeJSONError(w, http.StatusForbidden, "forbidden", err.Error())
-				return
-			}
-		}
-		next.ServeHTTP(w, r.WithContext(identity.WithCaller(ctx, caller)))
-	})
 }
 
 // ChatRequest is the body of the chat endpoints.
@@ -72,23 +51,23 @@ type ChatRequest struct {
 func (s *Server) readChat(w http.ResponseWriter, r *http.Request) (*ChatRequest, bool) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxChatBody))
 	if err != nil {
-		writeJSONError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", maxChatBody))
+		policyhttp.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", maxChatBody))
 		return nil, false
 	}
 	var req ChatRequest
 	dec := json.NewDecoder(strings.NewReader(string(body)))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		writeJSONError(w, http.StatusBadRequest, "bad_request", `the body must be JSON {"message": "...", "history": [...]}: `+err.Error())
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", `the body must be JSON {"message": "...", "history": [...]}: `+err.Error())
 		return nil, false
 	}
 	if strings.TrimSpace(req.Message) == "" {
-		writeJSONError(w, http.StatusBadRequest, "bad_request", "message: required: what the agent should do")
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", "message: required: what the agent should do")
 		return nil, false
 	}
 	for i, m := range req.History {
 		if m.Role != model.RoleUser && m.Role != model.RoleModel {
-			writeJSONError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("history[%d].role: %q is not \"user\" or \"model\"", i, m.Role))
+			policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("history[%d].role: %q is not \"user\" or \"model\"", i, m.Role))
 			return nil, false
 		}
 	}
@@ -105,7 +84,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeInvokeError(w, err)
 		return
 	}
-	writeJSON(w, statusCode(res.Status), res)
+	policyhttp.WriteJSON(w, statusCode(res.Status), res)
 }
 
 // chatStream answers with Server-Sent Events: "text" events carry pieces of the answer as the
@@ -167,26 +146,26 @@ func info(a *manifest.Agent, rev string) AgentInfo {
 func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	if st == nil {
-		writeJSONError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
+		policyhttp.WriteError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
 		return
 	}
 	name := r.PathValue("agent")
 	a, ok := st.manifest.Agent(name)
 	if !ok || !s.mayInvoke(r.Context(), name) {
 		// An agent the caller may not invoke is not shown: its existence is not the caller's business.
-		writeJSONError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no agent %q that you may invoke", name))
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no agent %q that you may invoke", name))
 		return
 	}
 	in := info(a, st.hash)
 	stats := s.statsOf(name)
 	in.Stats = &stats
-	writeJSON(w, http.StatusOK, in)
+	policyhttp.WriteJSON(w, http.StatusOK, in)
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	st := s.state.Load()
 	if st == nil {
-		writeJSONError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
+		policyhttp.WriteError(w, http.StatusServiceUnavailable, "no_build", ErrNoBuild.Error())
 		return
 	}
 	out := []AgentInfo{}
@@ -196,7 +175,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 			out = append(out, info(a, st.hash))
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"revision": st.hash, "project": st.manifest.Project, "agents": out})
+	policyhttp.WriteJSON(w, http.StatusOK, map[string]any{"revision": st.hash, "project": st.manifest.Project, "agents": out})
 }
 
 // statusCode maps an invocation's status to the chat endpoint's HTTP status.
@@ -242,17 +221,5 @@ func writeInvokeError(w http.ResponseWriter, err error) {
 			w.Header().Set("Retry-After", strconv.FormatInt(enforce.RetryAfterSeconds(denied.RetryAfter), 10))
 		}
 	}
-	writeJSON(w, code, map[string]any{"error": body})
-}
-
-func writeJSONError(w http.ResponseWriter, code int, kind, msg string) {
-	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg}})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	policyhttp.WriteJSON(w, code, map[string]any{"error": body})
 }

@@ -121,12 +121,8 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			attribute.StringSlice("lush.chain", chain)))
 	defer span.End()
 
-	groups := inv.Caller.Groups
-	if groups == nil {
-		groups = []string{}
-	}
 	v := s.enforcer.Decide(ctx, authz.Input{Action: authz.ActionAgentInvoke, Agent: a.Name,
-		Principal: authz.Principal{ID: inv.Caller.ID, Groups: groups}, Chain: chain, Depth: len(chain)})
+		Principal: enforce.PrincipalOf(inv.Caller), Chain: chain, Depth: len(chain)})
 	span.SetAttributes(attribute.String("lush.invocation_id", v.ID), attribute.String("lush.decision", v.Outcome),
 		attribute.String("lush.revision", v.Revision))
 	if v.Outcome != authz.OutcomeAllow {

@@ -9,6 +9,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // mcpHandler serves each agent as an MCP server with one tool, named after the agent, that
@@ -58,12 +59,8 @@ func (s *Server) mayInvoke(ctx context.Context, agent string) bool {
 		return false
 	}
 	c := identity.CallerFrom(ctx)
-	groups := c.Groups
-	if groups == nil {
-		groups = []string{}
-	}
 	chain := chainFor(c, agent)
-	d := eng.Decide(ctx, authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: authz.Principal{ID: c.ID, Groups: groups},
+	d := eng.Decide(ctx, authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: enforce.PrincipalOf(c),
 		Chain: chain, Depth: len(chain), Environment: s.enforcer.Environment()})
 	return d.Outcome == authz.OutcomeAllow
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/approval"
 	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 
@@ -166,7 +167,7 @@ func TestBuiltinShellApproved(t *testing.T) {
 	var store *decisionlog.Approvals
 	h := shellHarness(t, cfg, nil, func(o *gateway.Options) {
 		var err error
-		if store, err = decisionlog.OpenApprovals(o.Log.Path()); err != nil {
+		if store, err = decisionlog.OpenApprovals(o.Policy.Log().Path()); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { store.Close() })
@@ -221,7 +222,7 @@ func TestBuiltinShellConfig(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer auth.Close()
-	if _, err := gateway.New(cfg, gateway.Options{Log: h.log, Auth: auth}); err == nil || !strings.Contains(err.Error(), "SHELL_TOOL_MODE") {
+	if _, err := gateway.New(cfg, gateway.Options{Policy: enforce.NewPolicy(enforce.Config{Log: h.log}), Auth: auth}); err == nil || !strings.Contains(err.Error(), "SHELL_TOOL_MODE") {
 		t.Errorf("a bad SHELL_TOOL_MODE: %v", err)
 	}
 }

@@ -39,50 +39,73 @@ func (c *call) listTools(ctx context.Context) (any, error) {
 	return map[string]any{"tools": tools}, nil
 }
 
-// callTool decides a tools/call, records it, and then denies it, stubs it, or forwards it.
+// toolCall is one tools/call on its way through the gateway.
+type toolCall struct {
+	e    *exposed
+	p    map[string]json.RawMessage // the request's params
+	args any                        // the arguments, decoded
+	sch  *schemas                   // the tool's input and output schemas
+	cred *vault.Credential          // the credential the call carries, once decided
+	span trace.Span
+}
+
+// callTool decides a tools/call, records it, and then denies it, stubs it, or runs it: decide,
+// run, finish.
 func (c *call) callTool(ctx context.Context) (any, error) {
 	p := params(c.req)
 	name := stringParam(p, "name")
 	if name == "" {
 		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `tools/call needs params {"name": "<tool>", "arguments": {...}}`)
 	}
-	cat := c.g.catalog(c.s, c.agent)
-	e, ok := cat.byTool[name]
+	e, ok := c.g.catalog(c.s, c.agent).byTool[name]
 	if !ok {
 		return toolError(fmt.Sprintf("Unknown tool %q: agent %q has no such tool. Call tools/list for the tools you can use.", name, c.agent), nil), nil
 	}
-	var args any
+	tc := &toolCall{e: e, p: p}
 	if raw, ok := p["arguments"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &args); err != nil {
+		if err := json.Unmarshal(raw, &tc.args); err != nil {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments are not valid JSON")
 		}
-		if _, isObj := args.(map[string]any); !isObj {
+		if _, isObj := tc.args.(map[string]any); !isObj {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments must be an object")
 		}
 	}
-	ctx, span := c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
+	ctx, tc.span = c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("lush.agent", c.agent), attribute.String("lush.tool", e.Ref),
 			attribute.String("lush.tool.name", e.Upstream), attribute.String("lush.principal", c.caller.ID)))
-	defer span.End()
+	defer tc.span.End()
 
+	v, refusal := c.decideCall(ctx, tc)
+	if refusal != nil {
+		return refusal, nil
+	}
+	start := time.Now()
+	result, err := c.runCall(ctx, tc, v)
+	return c.finishCall(tc, v, result, err, time.Since(start))
+}
+
+// decideCall decides the call (waiting for a person's approval when the policy asks for one)
+// and records the decision. It returns the verdict of a call that may run, or the result that
+// answers a call that does not: denied, stubbed, or refused approval.
+func (c *call) decideCall(ctx context.Context, tc *toolCall) (*enforce.Verdict, any) {
+	e, span := tc.e, tc.span
 	// The arguments are checked against the tool's input schema before the decision, which
 	// refuses a call that does not match (lush.schema.invalid_arguments): logged like any denial.
-	sch := e.compiled()
+	tc.sch = e.compiled()
 	tool := &authz.Tool{Ref: e.Ref, Name: e.Upstream}
-	if schemaErrs := sch.checkArguments(p["arguments"]); len(schemaErrs) > 0 {
+	if schemaErrs := tc.sch.checkArguments(tc.p["arguments"]); len(schemaErrs) > 0 {
 		// Only a mismatch is sent: a valid call's input is the same at every enforcement point.
 		invalid := false
 		tool.ArgumentsValid, tool.SchemaErrors = &invalid, schemaErrs
 	}
 	in := c.input(authz.ActionToolsCall, tool)
-	in.Arguments = args
+	in.Arguments = tc.args
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
-	var cred *vault.Credential
-	var pre enforce.Precondition
+	var opts []enforce.Option
 	if e.Local == nil && e.Agent == "" && e.Builtin == "" {
-		pre = c.needCredential(e.Ref, &cred)
+		opts = append(opts, c.needCredential(e.Ref, &tc.cred))
 	}
-	v := c.g.enforcer.DecideThen(ctx, in, pre)
+	v := c.g.enforcer.Decide(ctx, in, opts...)
 	span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
 		attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
 		attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
@@ -90,50 +113,58 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		// The call waits for a person; approved, it runs under a decision of its own.
 		span.SetAttributes(attribute.String("lush.status", "approval_required"))
 		var refusal any
-		if v, refusal = c.awaitApproval(ctx, e, in, v, p["arguments"], pre); refusal != nil {
-			return refusal, nil
+		if v, refusal = c.awaitApproval(ctx, e, in, v, tc.p["arguments"], opts...); refusal != nil {
+			return nil, refusal
 		}
 	}
-
 	switch v.Outcome {
 	case authz.OutcomeAllow:
+		return v, nil
 	case authz.OutcomeStub:
 		v.Complete(decisionlog.StatusStubbed, 0, nil, "")
 		span.SetAttributes(attribute.String("lush.status", "stubbed"))
-		return stub.Result(stubCall(e, args, v)), nil
+		return nil, stub.Result(stubCall(e, tc.args, v))
 	case authz.OutcomeApproval: // approved, and the policy asks again: refused rather than asked in a loop
 		v.Complete(decisionlog.StatusError, 0, nil, "the policy asked for approval of an approved call")
 		span.SetAttributes(attribute.String("lush.status", "denied"))
 		msg := fmt.Sprintf("This call was approved, but the policy still asks for approval (%s), so it is refused (decision %s).",
 			joinReasons(v.Approvals), v.ID)
-		return toolError(msg, v), nil
+		return nil, toolError(msg, v)
 	default: // deny, error
 		span.SetAttributes(attribute.String("lush.status", "denied"))
-		return toolError(v.Explain(), v), nil
+		return nil, toolError(v.Explain(), v)
 	}
+}
 
-	start := time.Now()
-	var result json.RawMessage
-	var err error
+// runCall runs an allowed call: a local tool, an agent (lush://), a built-in tool, or the
+// upstream MCP server's tool (with the credential the decision fetched).
+func (c *call) runCall(ctx context.Context, tc *toolCall, v *enforce.Verdict) (json.RawMessage, error) {
+	e, args := tc.e, tc.p["arguments"]
 	switch {
 	case e.Local != nil:
-		result, err = localtool.Run(ctx, c.g.opts.ProjectDir, e.Local, localtool.Request{Tool: e.Ref, Arguments: p["arguments"],
+		return localtool.Run(ctx, c.g.opts.ProjectDir, e.Local, localtool.Request{Tool: e.Ref, Arguments: args,
 			Call: localtool.Call{ID: v.ID, Agent: c.agent, Principal: c.caller.ID}})
 	case e.Agent != "":
-		result, err = c.callAgent(ctx, e.Agent, p)
+		return c.callAgent(ctx, e.Agent, tc.p)
 	case e.Builtin != "":
-		result, err = c.g.runBuiltin(ctx, e, p["arguments"])
+		return c.g.runBuiltin(ctx, e, args)
 	default:
-		result, err = c.forwardCall(ctx, e, p, v.ID, cred)
+		return c.forwardCall(ctx, e, tc.p, v.ID, tc.cred)
 	}
-	latency := time.Since(start)
+}
+
+// finishCall records how the call ended (its completion, always: the log must say how every
+// allowed call ended, even when the client went away) and answers it: the result, with the
+// decision in its _meta, unless it fails its output schema.
+func (c *call) finishCall(tc *toolCall, v *enforce.Verdict, result json.RawMessage, err error, latency time.Duration) (any, error) {
+	e, span := tc.e, tc.span
 	span.SetAttributes(attribute.Int64("lush.upstream.latency_us", latency.Microseconds()))
 	status, rpcErr := outcome(err)
 	if status == decisionlog.StatusOK && isErrorResult(result) {
 		status = decisionlog.StatusError
 	}
 	if err == nil {
-		if problem := sch.checkResult(result); problem != "" {
+		if problem := tc.sch.checkResult(result); problem != "" {
 			// The result goes no further: the model gets an error result, the log the reason.
 			why := fmt.Sprintf("the output of %s did not match its declared output schema: %s", e.Name, problem)
 			v.Complete(decisionlog.StatusError, latency, result, why)
@@ -144,20 +175,19 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		}
 	}
 	errText := ""
-	if err != nil && cred != nil {
+	if err != nil && tc.cred != nil {
 		// An upstream's message could echo what it was sent.
-		err = scrubbed{err, cred.Scrub(err.Error())}
+		err = scrubbed{err, tc.cred.Scrub(err.Error())}
 	}
 	if err != nil {
 		errText = err.Error()
 	}
-	// Recorded even when the client went away: the log must say how every allowed call ended.
 	v.Complete(status, latency, result, errText)
 	span.SetAttributes(attribute.String("lush.status", status))
 	switch {
 	case rpcErr != nil:
-		if cred != nil {
-			rpcErr.Message = cred.Scrub(rpcErr.Message)
+		if tc.cred != nil {
+			rpcErr.Message = tc.cred.Scrub(rpcErr.Message)
 		}
 		span.SetStatus(codes.Error, rpcErr.Message)
 		return nil, rpcErr

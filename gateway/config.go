@@ -167,8 +167,8 @@ func LoadConfig(path string) (Config, error) {
 	return c, nil
 }
 
-// withDefaults fills unset fields.
-func (c Config) withDefaults() Config {
+// WithDefaults fills unset fields: the listen address, the environment, the bundle key id and algorithm.
+func (c Config) WithDefaults() Config {
 	if c.Listen == "" {
 		c.Listen = DefaultListen
 	}

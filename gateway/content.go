@@ -36,7 +36,7 @@ func (c *call) allowedContent(ctx context.Context, action string) []*upstream.Se
 // the connection to read it through.
 func (c *call) decideContent(ctx context.Context, action, ref string) (*upstream.Server, bool) {
 	var cred *vault.Credential
-	v := c.g.enforcer.DecideThen(ctx, c.input(action, &authz.Tool{Ref: ref}), c.needCredential(ref, &cred))
+	v := c.g.enforcer.Decide(ctx, c.input(action, &authz.Tool{Ref: ref}), c.needCredential(ref, &cred))
 	if !v.Allow {
 		return nil, false
 	}
@@ -144,7 +144,7 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", stringParam(p, "name"))
 	}
 	var cred *vault.Credential
-	v := c.g.enforcer.DecideThen(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
+	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
 	if !v.Allow {
 		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
 	}

@@ -31,12 +31,12 @@ func privateServers(m *manifest.Manifest) map[string]bool {
 
 // needCredential returns the precondition that looks up the credential a call to ref needs and
 // keeps it in *cred (nil when it needs none).
-func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Precondition {
-	return func(ctx context.Context) error {
+func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Option {
+	return enforce.WithPrecondition(func(ctx context.Context) error {
 		got, err := c.lookupCredential(ctx, ref)
 		*cred = got
 		return err
-	}
+	})
 }
 
 func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credential, error) {

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/bundle"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -41,6 +40,7 @@ import (
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
 	"github.com/lush-agents/lush/vault"
 )
 
@@ -53,22 +53,22 @@ const Point = "mcp-gateway"
 // Options are what a Gateway is built from besides its Config.
 type Options struct {
 	ProjectDir string // where stdio servers and local tools run
-	Log        *decisionlog.Log
-	Auth       *identity.Authenticator
-	Metrics    *telemetry.Metrics   // optional
-	Tracer     trace.TracerProvider // optional
-	Logger     *slog.Logger         // optional
-	Instance   string               // this replica's name in log events (default: host name)
-	Version    string
+	// Policy is the process's policy: the gateway deploys each build's engine to it, and decides
+	// (and logs) every call with it.
+	Policy  *enforce.Policy
+	Auth    *identity.Authenticator
+	Metrics *telemetry.Metrics   // optional
+	Tracer  trace.TracerProvider // optional
+	Logger  *slog.Logger         // optional
 	// Signer signs the delegation tokens of lush:// calls (with Config.Agents.URL). When nil and
 	// agents.delegation_key is set, the gateway loads that key.
 	Signer *identity.Signer
 	// Approvals is where calls that need a person's approval wait (OpenApprovals). Without it,
 	// such calls are refused.
 	Approvals *decisionlog.Approvals
-	// OnDeploy, when set, is called after a build is deployed, with its policy engine: agentd,
-	// in the same process, serves the same build under the same policy.
-	OnDeploy func(m *manifest.Manifest, hash string, eng *authz.Engine)
+	// OnDeploy, when set, is called after a build is deployed (its engine is then the Policy's):
+	// agentd and the scheduler, in the same process, serve the same build.
+	OnDeploy func(m *manifest.Manifest, hash string)
 }
 
 // Gateway serves the MCP endpoints of the deployed build. Create it with New, give it a build
@@ -80,6 +80,7 @@ type Gateway struct {
 	metrics   *telemetry.Metrics
 	tracer    trace.Tracer
 	enforcer  *enforce.Enforcer
+	gate      *policyhttp.Gate // authenticates the callers of the agents' endpoints
 	pool      *upstream.Pool
 	broker    *vault.Broker
 	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
@@ -88,6 +89,7 @@ type Gateway struct {
 	extAuthz  *extauthz.Server   // nil unless ext_authz is configured
 	shell     *shell.Config      // builtin/shell
 	notifier  *approval.Notifier // tells approvers of new approval requests; nil without approvals.notify
+	approvals *approval.Waiter   // where calls wait for approvals; nil without Options.Approvals
 	workspace string             // the project directory, absolute: where built-in tools work
 
 	state    atomic.Pointer[snapshot]
@@ -106,18 +108,15 @@ type snapshot struct {
 
 // New creates a gateway with no build deployed yet (every call is denied until Deploy).
 func New(cfg Config, opts Options) (*Gateway, error) {
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Log == nil || opts.Auth == nil {
-		return nil, errors.New("gateway: a decision log and an authenticator are required")
+	if opts.Policy == nil || opts.Policy.Log() == nil || opts.Auth == nil {
+		return nil, errors.New("gateway: a policy with a decision log, and an authenticator, are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.Instance == "" {
-		opts.Instance, _ = os.Hostname()
 	}
 	if opts.Signer == nil && cfg.Agents.DelegationKey != "" {
 		key, err := identity.LoadPrivateKey(cfg.Agents.DelegationKey)
@@ -155,8 +154,12 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 			opts.Metrics.Approvals.WithLabelValues(map[bool]string{true: "notified", false: "notify_failed"}[ok]).Inc()
 		}
 	})
-	g.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: opts.Instance,
-		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	g.enforcer = opts.Policy.Enforcer(Point)
+	g.gate = &policyhttp.Gate{Auth: opts.Auth, WriteRefusal: writeRefusal}
+	if opts.Approvals != nil {
+		ac := cfg.Approvals.WithDefaults()
+		g.approvals = &approval.Waiter{Store: opts.Approvals, Config: ac, MaxWait: ac.Wait, Requested: g.approvalRequested}
+	}
 	if cfg.Bundles.VerificationKey != "" {
 		key, err := os.ReadFile(cfg.Bundles.VerificationKey)
 		if err != nil {
@@ -198,9 +201,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		},
 	}, cfg.Upstreams.PrivateIdle)
 	if cfg.ExtAuthz.Enabled() {
-		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Log: opts.Log, Auth: opts.Auth, Broker: g.broker,
-			LiveWrites: cfg.LiveWrites.Live, Environment: cfg.Environment, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
-			Instance: opts.Instance, Version: opts.Version, Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify}); err != nil {
+		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Policy: opts.Policy, Auth: opts.Auth, Broker: g.broker,
+			LiveWrites: cfg.LiveWrites.Live, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
+			Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify}); err != nil {
 			g.Close()
 			return nil, err
 		}
@@ -259,13 +262,13 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	}
 	g.pool.Sync(m.Tools, privateServers(m))
 	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
-	g.enforcer.SetEngine(eng)
+	g.opts.Policy.Set(eng) // every enforcement point of the process decides with it from now on
 	g.invalidate()
 	if g.extAuthz != nil {
-		g.extAuthz.Deploy(m, hash, eng)
+		g.extAuthz.Deploy(m, hash)
 	}
 	if g.opts.OnDeploy != nil {
-		g.opts.OnDeploy(m, hash, eng)
+		g.opts.OnDeploy(m, hash)
 	}
 	if g.metrics != nil {
 		g.metrics.Reloads.WithLabelValues("ok").Inc()
@@ -368,22 +371,12 @@ func (g *Gateway) Handler() http.Handler {
 	return mux
 }
 
-// agentEndpoint authenticates the caller, checks the agent exists in the deployed build, and
-// carries the incoming W3C trace context.
+// agentEndpoint authenticates the caller (the process's one gate: a delegation token must be for
+// the route's agent), checks the agent exists in the deployed build, and carries the incoming
+// W3C trace context.
 func (g *Gateway) agentEndpoint(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
-		caller, err := g.opts.Auth.Authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-			writeError(w, http.StatusUnauthorized, err.Error())
-			return
-		}
+	return g.gate.Authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		agent := r.PathValue("agent")
-		if err := caller.CheckAgent(agent); err != nil {
-			writeError(w, http.StatusForbidden, err.Error())
-			return
-		}
 		s := g.state.Load()
 		if s == nil {
 			writeError(w, http.StatusServiceUnavailable, "no build is deployed yet")
@@ -397,8 +390,18 @@ func (g *Gateway) agentEndpoint(next http.Handler) http.Handler {
 			writeError(w, http.StatusNotFound, fmt.Sprintf("no agent %q in build %s; agents: %s", agent, manifest.Short(s.hash), strings.Join(names, ", ")))
 			return
 		}
-		next.ServeHTTP(w, r.WithContext(identity.WithCaller(ctx, caller)))
-	})
+		next.ServeHTTP(w, r)
+	}))
+}
+
+// writeRefusal answers a request the gate refused as MCP clients show it: a JSON-RPC error with
+// the authentication error's own text (code and message) or the policy's explanation.
+func writeRefusal(w http.ResponseWriter, r policyhttp.Refusal) {
+	msg := r.Message
+	if r.Err != nil {
+		msg = r.Err.Error()
+	}
+	writeError(w, r.Status, msg)
 }
 
 func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {

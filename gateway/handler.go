@@ -8,6 +8,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // handler answers the MCP messages of agent endpoints. It is the Gateway seen as an
@@ -99,11 +100,7 @@ func (c *call) input(action string, tool *authz.Tool) authz.Input {
 	if len(chain) == 0 {
 		chain = []string{c.agent}
 	}
-	groups := c.caller.Groups
-	if groups == nil {
-		groups = []string{}
-	}
-	return authz.Input{Action: action, Principal: authz.Principal{ID: c.caller.ID, Groups: groups}, Agent: c.agent,
+	return authz.Input{Action: action, Principal: enforce.PrincipalOf(c.caller), Agent: c.agent,
 		Chain: chain, Depth: len(chain), Tool: tool}
 }
 

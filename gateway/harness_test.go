@@ -23,6 +23,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/test/mcpserver"
 	"github.com/lush-agents/lush/test/syncbuf"
 )
@@ -163,7 +164,7 @@ func (h *harness) serve(cfg gateway.Config, opts ...func(*gateway.Options)) {
 	h.metrics = telemetry.NewMetrics()
 	h.logs = &syncbuf.Buffer{}
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	gopts := gateway.Options{ProjectDir: h.dir, Log: h.log, Auth: auth, Metrics: h.metrics, Tracer: h.spans.provider, Logger: logger}
+	gopts := gateway.Options{ProjectDir: h.dir, Policy: enforce.NewPolicy(enforce.Config{Log: h.log, Metrics: h.metrics}), Auth: auth, Metrics: h.metrics, Tracer: h.spans.provider, Logger: logger}
 	for _, opt := range opts {
 		opt(&gopts)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // alternating sends each request to the next of several servers.
@@ -55,7 +56,7 @@ func TestTwoReplicasServeOneClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { log.Close() })
-		gw, err := gateway.New(gateway.Config{SessionKeyFile: keyFile}, gateway.Options{ProjectDir: h.dir, Log: log, Auth: auth})
+		gw, err := gateway.New(gateway.Config{SessionKeyFile: keyFile}, gateway.Options{ProjectDir: h.dir, Policy: enforce.NewPolicy(enforce.Config{Log: log}), Auth: auth})
 		if err != nil {
 			t.Fatal(err)
 		}

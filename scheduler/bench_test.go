@@ -114,7 +114,7 @@ func benchFiringLag(b *testing.B, sc lagScenario) {
 			s.Close(ctx)
 		}
 	}()
-	s.Deploy(&manifest.Manifest{Loops: loops}, "rev-bench", nil)
+	s.Deploy(&manifest.Manifest{Loops: loops}, "rev-bench")
 	s.Start()
 
 	// Set up: the first tick records a cursor for every loop.

@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
 )
 
 // maxTriggerBody bounds a trigger request.
@@ -25,76 +25,47 @@ const maxTriggerBody = 64 << 10
 //	GET  /loops/{name}/history         the loop's firings, newest first (?limit=50&before=<RFC 3339>)
 //	POST /loops/{name}/trigger         fire the loop now: {"instruction": "...", "wait": true}
 //
-// Every route authenticates the caller, then decides with the shared policy: loop/read (read or
-// execute in the loop's acl) to list and read history, loop/trigger (execute) to trigger. Each
-// decision is in the decision log; a denial answers 403 with its decision id and reasons.
+// Every route authenticates the caller through the process's one gate, then decides with the
+// shared policy (Options.Policy): loop/read (read or execute in the loop's acl) to list and read
+// history, loop/trigger (execute) to trigger. Each decision is in the decision log; a denial
+// answers 403 with its decision id and reasons (404 for a loop the build does not have).
 func (s *Scheduler) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /loops", s.authenticated(s.list))
-	mux.HandleFunc("GET /loops/{loop}/history", s.authenticated(s.history))
-	mux.HandleFunc("POST /loops/{loop}/trigger", s.authenticated(s.trigger))
+	mux.Handle("GET /loops", s.gate.Authenticated(http.HandlerFunc(s.list)))
+	mux.Handle("GET /loops/{loop}/history", s.gate.Authenticated(http.HandlerFunc(s.history)))
+	mux.Handle("POST /loops/{loop}/trigger", s.gate.Authenticated(http.HandlerFunc(s.trigger)))
 	return mux
 }
 
-func (s *Scheduler) authenticated(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if s.opts.Auth == nil {
-			writeError(w, http.StatusUnauthorized, "unauthenticated", "the scheduler API has no authenticator")
-			return
-		}
-		caller, err := s.opts.Auth.Authenticate(r)
-		if err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-			writeError(w, http.StatusUnauthorized, "unauthenticated", err.Error())
-			return
-		}
-		next(w, r.WithContext(identity.WithCaller(r.Context(), caller)))
-	}
-}
+// ruleUnknownLoop is the policy's denial of a loop the build does not have.
+const ruleUnknownLoop = "lush.loop.unknown"
 
-// Decide decides action (loop/read or loop/trigger) on loop for the caller, and logs it.
-func (s *Scheduler) Decide(ctx context.Context, caller identity.Caller, action, loop string) *enforce.Verdict {
-	groups := caller.Groups
-	if groups == nil {
-		groups = []string{}
+// newGate is the scheduler API's gate: the process's policy decides, at enforcement point Point.
+// Without a policy, every request is refused (503): nothing decides it.
+func newGate(opts Options) *policyhttp.Gate {
+	var decider *enforce.Enforcer
+	if opts.Policy != nil {
+		decider = opts.Policy.Enforcer(Point)
+	} else {
+		decider = enforce.NewPolicy(enforce.Config{}).Enforcer(Point) // no engine, no log: refuses
 	}
-	return s.enforcer.Decide(ctx, authz.Input{Action: action, Loop: loop, Principal: authz.Principal{ID: caller.ID, Groups: groups}})
-}
-
-// refuse answers a decision that did not allow.
-func refuse(w http.ResponseWriter, v *enforce.Verdict) {
-	code, kind := http.StatusForbidden, "forbidden"
-	if v.Outcome == authz.OutcomeError {
-		code, kind = http.StatusServiceUnavailable, "policy_error"
-	}
-	msgs := make([]string, 0, len(v.Reasons))
-	for _, r := range v.Reasons {
-		if r.Rule == "lush.loop.unknown" {
-			code, kind = http.StatusNotFound, "not_found"
-		}
-		msgs = append(msgs, r.Message)
-	}
-	msg := strings.Join(msgs, "; ")
-	if msg == "" {
-		msg = firstNonEmpty(v.Error, "denied by policy")
-	}
-	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg, "decision_id": v.ID, "reasons": v.Reasons}})
+	return &policyhttp.Gate{Auth: opts.Auth, Decider: decider, NotFound: []string{ruleUnknownLoop}}
 }
 
 func (s *Scheduler) list(w http.ResponseWriter, r *http.Request) {
 	caller := identity.CallerFrom(r.Context())
 	loops, err := s.Loops(r.Context())
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
+		policyhttp.WriteError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}
 	visible := []LoopInfo{}
 	for _, l := range loops {
-		if v := s.Decide(r.Context(), caller, authz.ActionLoopRead, l.Name); v.Allow {
+		if v := s.gate.Decide(r.Context(), caller, authz.Input{Action: authz.ActionLoopRead, Loop: l.Name}); v.Allow && v.Outcome == authz.OutcomeAllow {
 			visible = append(visible, l)
 		}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"loops": visible})
+	policyhttp.WriteJSON(w, http.StatusOK, map[string]any{"loops": visible})
 }
 
 func (s *Scheduler) history(w http.ResponseWriter, r *http.Request) {
@@ -104,7 +75,7 @@ func (s *Scheduler) history(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("limit"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > 1000 {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit=%q: give a number from 1 to 1000", v))
+			policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("limit=%q: give a number from 1 to 1000", v))
 			return
 		}
 		limit = n
@@ -113,25 +84,24 @@ func (s *Scheduler) history(w http.ResponseWriter, r *http.Request) {
 	if v := q.Get("before"); v != "" {
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("before=%q: give an RFC 3339 time such as 2026-11-23T09:00:00Z", v))
+			policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("before=%q: give an RFC 3339 time such as 2026-11-23T09:00:00Z", v))
 			return
 		}
 		before = t
 	}
-	v := s.Decide(r.Context(), identity.CallerFrom(r.Context()), authz.ActionLoopRead, name)
-	if !v.Allow {
-		refuse(w, v)
+	v := s.gate.Allow(w, r, authz.Input{Action: authz.ActionLoopRead, Loop: name}, "reading loop "+name)
+	if v == nil {
 		return
 	}
 	firings, err := s.History(r.Context(), name, before, limit)
 	if err != nil {
-		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
+		policyhttp.WriteError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}
 	if firings == nil {
 		firings = []Firing{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"loop": name, "decision_id": v.ID, "firings": firings})
+	policyhttp.WriteJSON(w, http.StatusOK, map[string]any{"loop": name, "decision_id": v.ID, "firings": firings})
 }
 
 // TriggerRequest is the body of POST /loops/{name}/trigger (all fields optional).
@@ -145,54 +115,41 @@ func (s *Scheduler) trigger(w http.ResponseWriter, r *http.Request) {
 	var req TriggerRequest
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxTriggerBody))
 	if err != nil {
-		writeError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", maxTriggerBody))
+		policyhttp.WriteError(w, http.StatusRequestEntityTooLarge, "too_large", fmt.Sprintf("the request body is larger than %d bytes", maxTriggerBody))
 		return
 	}
 	if len(strings.TrimSpace(string(body))) > 0 {
 		dec := json.NewDecoder(strings.NewReader(string(body)))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			writeError(w, http.StatusBadRequest, "bad_request", `the body must be JSON {"instruction": "...", "wait": true}: `+err.Error())
+			policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", `the body must be JSON {"instruction": "...", "wait": true}: `+err.Error())
 			return
 		}
 	}
 	caller := identity.CallerFrom(r.Context())
-	v := s.Decide(r.Context(), caller, authz.ActionLoopTrigger, name)
-	if !v.Allow {
-		refuse(w, v)
+	v := s.gate.Allow(w, r, authz.Input{Action: authz.ActionLoopTrigger, Loop: name}, "triggering loop "+name)
+	if v == nil {
 		return
 	}
 	f, err := s.Trigger(r.Context(), name, req.Instruction, caller.ID)
 	switch {
 	case errors.Is(err, ErrUnknownLoop):
-		writeError(w, http.StatusNotFound, "not_found", err.Error())
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", err.Error())
 		return
 	case errors.Is(err, ErrNoBuild):
-		writeError(w, http.StatusServiceUnavailable, "no_build", err.Error())
+		policyhttp.WriteError(w, http.StatusServiceUnavailable, "no_build", err.Error())
 		return
 	case err != nil:
-		writeError(w, http.StatusInternalServerError, "store_error", err.Error())
+		policyhttp.WriteError(w, http.StatusInternalServerError, "store_error", err.Error())
 		return
 	}
 	code := http.StatusAccepted
 	if req.Wait {
 		if f, err = s.Wait(r.Context(), f.Loop, f.ScheduledAt); err != nil {
-			writeError(w, http.StatusGatewayTimeout, "not_finished", fmt.Sprintf("the firing at %s did not finish: %v", f.ScheduledAt.Format(time.RFC3339Nano), err))
+			policyhttp.WriteError(w, http.StatusGatewayTimeout, "not_finished", fmt.Sprintf("the firing at %s did not finish: %v", f.ScheduledAt.Format(time.RFC3339Nano), err))
 			return
 		}
 		code = http.StatusOK
 	}
-	writeJSON(w, code, map[string]any{"decision_id": v.ID, "firing": f})
-}
-
-func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	writeJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg}})
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(code)
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	policyhttp.WriteJSON(w, code, map[string]any{"decision_id": v.ID, "firing": f})
 }

@@ -39,9 +39,8 @@ import (
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/schedule"
 	"github.com/lush-agents/lush/internal/telemetry"
-	"github.com/lush-agents/lush/policies/authz"
-	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
 )
 
 // Point is the enforcement point name of the scheduler's decisions (loop/read, loop/trigger).
@@ -81,19 +80,16 @@ type Config struct {
 	Timeout time.Duration
 	// Instance names this scheduler in the store (default host-pid-random).
 	Instance string
-	// Environment is input.environment of the scheduler's own decisions.
-	Environment string
 }
 
 // Options are the scheduler's collaborators.
 type Options struct {
 	Invoker Invoker                 // required: runs a firing (Agents for agentd)
 	Auth    *identity.Authenticator // the HTTP API's callers
-	Log     *decisionlog.Log        // where loop/read and loop/trigger decisions go
+	Policy  *enforce.Policy         // decides (and logs) loop/read and loop/trigger: the process's policy
 	Metrics *telemetry.Metrics      // optional
 	Logger  *slog.Logger            // optional
 	Clock   Clock                   // optional: the real clock
-	Version string
 }
 
 // Run is a firing to execute.
@@ -132,13 +128,13 @@ var (
 
 // Scheduler plans, claims and runs firings. Start it, Deploy builds to it, Close it.
 type Scheduler struct {
-	cfg      Config
-	opts     Options
-	store    *store
-	clock    Clock
-	enforcer *enforce.Enforcer
-	logger   *slog.Logger
-	started  time.Time // firings due before this were missed while no scheduler of ours ran
+	cfg     Config
+	opts    Options
+	store   *store
+	clock   Clock
+	gate    *policyhttp.Gate // the HTTP API's: authenticates and decides
+	logger  *slog.Logger
+	started time.Time // firings due before this were missed while no scheduler of ours ran
 
 	mu       sync.Mutex
 	loops    map[string]*loopState
@@ -213,8 +209,7 @@ func New(ctx context.Context, cfg Config, opts Options) (*Scheduler, error) {
 	s := &Scheduler{cfg: cfg, opts: opts, store: st, clock: opts.Clock, logger: opts.Logger.With("component", "scheduler"),
 		loops: map[string]*loopState{}, running: map[firingKey]*run{}, poke: make(chan struct{}, 1)}
 	s.started = s.clock.Now()
-	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: cfg.Environment, Instance: cfg.Instance,
-		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	s.gate = newGate(opts)
 	s.runCtx, s.stopRun = context.WithCancel(context.WithoutCancel(ctx))
 	return s, nil
 }
@@ -253,9 +248,10 @@ func (s *Scheduler) Close(ctx context.Context) error {
 	return s.store.close()
 }
 
-// Deploy makes m's loops the scheduled ones and eng the policy of the scheduler's decisions.
-// Loops keep their history and their place in time across deploys.
-func (s *Scheduler) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
+// Deploy makes m's loops the scheduled ones (the build's policy engine is deployed to the
+// scheduler's Policy by whoever deployed the build). Loops keep their history and their place in
+// time across deploys.
+func (s *Scheduler) Deploy(m *manifest.Manifest, hash string) {
 	loops := map[string]*loopState{}
 	for _, l := range m.Loops {
 		sched, err := l.Parsed()
@@ -278,7 +274,6 @@ func (s *Scheduler) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine)
 	s.deploys++
 	s.due = s.due[:0]
 	s.mu.Unlock()
-	s.enforcer.SetEngine(eng)
 	s.wake()
 }
 

@@ -174,7 +174,7 @@ func (h *harness) open(loops ...manifest.Loop) *Scheduler {
 		h.t.Fatal(err)
 	}
 	h.t.Cleanup(func() { s.Close(context.Background()) })
-	s.Deploy(&manifest.Manifest{Loops: loops}, "rev-1", nil)
+	s.Deploy(&manifest.Manifest{Loops: loops}, "rev-1")
 	return s
 }
 

@@ -108,7 +108,7 @@ func (s *Server) Handler() http.Handler {
 // authorize authenticates the request and decides audit/read for it with args as the input's
 // arguments. It answers the request itself and returns nil unless the read is allowed.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, args map[string]any) *enforce.Verdict {
-	v, _ := s.gate.Authorize(w, r, ActionRead, "reading the decision log", args)
+	v, _ := s.gate.Authorize(w, r, authz.Input{Action: ActionRead, Arguments: args}, "reading the decision log")
 	return v
 }
 

@@ -159,18 +159,20 @@ func newEnv(t testing.TB, deploy bool) *env {
 	e := &env{t: t, log: log, hash: res.Hash, engine: eng, ids: map[string]string{}, traces: tracestore.NewMemory(0), approvals: approvals}
 	e.tracer = sdktrace.NewTracerProvider(sdktrace.WithSyncer(e.traces))
 	t.Cleanup(func() { e.tracer.Shutdown(context.Background()) })
-	e.gateway = enforce.New(enforce.Config{Point: "mcp-gateway", Environment: "test", Log: log})
-	e.gateway.SetEngine(eng)
-	e.auditor = enforce.New(enforce.Config{Point: audithttp.Point, Environment: "test", Log: log})
+	// The gateway's calls and the API's requests are decided in one process: one policy. Without
+	// deploy, the API's own process has no build yet.
+	policy := enforce.NewPolicy(enforce.Config{Environment: "test", Log: log})
+	e.gateway = enforce.NewPolicy(enforce.Config{Environment: "test", Log: log}).Enforcer("mcp-gateway")
+	e.gateway.Policy().Set(eng)
+	e.auditor = policy.Enforcer(audithttp.Point)
 	if deploy {
-		e.auditor.SetEngine(eng)
+		policy.Set(eng)
 	}
 	a, err := audithttp.New(audithttp.Config{Log: log, Decider: e.auditor, Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}
-	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: "test", Log: log})
-	approver.SetEngine(eng)
+	approver := e.gateway.Policy().Enforcer(approvalhttp.Point)
 	ap, err := approvalhttp.New(approvalhttp.Config{Store: approvals, Log: log, Decider: approver, Auth: auth})
 	if err != nil {
 		t.Fatal(err)

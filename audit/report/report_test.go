@@ -39,8 +39,8 @@ func TestReport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := enforce.New(enforce.Config{Point: "test", Environment: "dev", Log: dlog})
-	e.SetEngine(eng)
+	e := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: dlog}).Enforcer("test")
+	e.Policy().Set(eng)
 	call := func(p string, groups []string, name, status string, ms int) {
 		v := e.Decide(ctx, authz.Input{Action: authz.ActionToolsCall, Principal: authz.Principal{ID: p, Groups: groups}, Agent: "researcher",
 			Chain: []string{"researcher"}, Depth: 1, Tool: &authz.Tool{Ref: fs, Name: name}})

@@ -65,10 +65,9 @@ roles:
 		t.Fatal(err)
 	}
 	defer log.Close()
-	calls := enforce.New(enforce.Config{Point: "test", Log: log})
-	calls.SetEngine(eng)
-	api := enforce.New(enforce.Config{Point: budgethttp.Point, Log: log})
-	api.SetEngine(eng)
+	policy := enforce.NewPolicy(enforce.Config{Log: log})
+	policy.Set(eng)
+	calls, api := policy.Enforcer("test"), policy.Enforcer(budgethttp.Point)
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	auth, err := identity.New(ctx, identity.Config{APIKeys: []identity.APIKeyConfig{
 		{Name: "fay", SHA256: sum("fay-key-0123456789"), Principal: "user:fay"},

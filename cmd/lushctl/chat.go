@@ -133,10 +133,10 @@ func runChat(cmd *cobra.Command, agent, dir string, f *chatFlags) error {
 	caller := identity.Caller{ID: principal, Groups: f.groups, Method: identity.MethodDev, Subject: "lushctl chat"}
 
 	abs, _ := filepath.Abs(dir)
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Logger: logger, Version: buildVersion(),
-		Agents: agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout}})
+	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Logger: logger, Version: buildVersion(),
+		Agents: &agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout}})
 	if err != nil {
-		return usage("%v", err)
+		return err
 	}
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

@@ -6,28 +6,22 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/gateway/approvalhttp"
-	"github.com/lush-agents/lush/gateway/budgethttp"
 	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
-	"github.com/lush-agents/lush/policies/authz"
-	"github.com/lush-agents/lush/policies/enforce"
 )
 
 type gatewayFlags struct {
@@ -114,7 +108,6 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	if !cfg.Auth.Configured() {
 		return usage("no authentication is configured: pass --dev for local development, or configure auth: in --config (docs/gateway.md)")
 	}
-
 	if f.watch && f.build != "" {
 		return usage("--watch rebuilds the project: it cannot be combined with --build")
 	}
@@ -122,117 +115,35 @@ func runGateway(cmd *cobra.Command, dir string, f *gatewayFlags) error {
 	if err := deployInitial(cmd, dir, store, f); err != nil {
 		return err
 	}
-
-	dlog, err := gateway.OpenDecisionLog(ctx, cfg, filepath.Join(dir, ".lush"))
-	if err != nil {
-		return err
-	}
-	defer dlog.Close()
-	approvals, err := gateway.OpenApprovals(cfg)
-	if err != nil {
-		return err
-	}
-	defer approvals.Close()
-	auth, err := identity.New(ctx, cfg.Auth)
-	if err != nil {
-		return usage("%v", err)
-	}
-	defer auth.Close()
 	tracing, err := telemetry.NewTracing(ctx, "lush-gateway", buildVersion())
 	if err != nil {
 		return err
 	}
 	defer tracing.Shutdown(context.WithoutCancel(ctx))
-	metrics := telemetry.NewMetrics()
 	abs, _ := filepath.Abs(dir)
-	// The approvals API decides with the gateway's policy: the people with the approve role
-	// decide here the calls that wait for them.
-	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: cfg.Environment, Version: buildVersion(),
-		Log: dlog, Metrics: metrics, Logger: logger})
-	approvalAPI, err := approvalhttp.New(approvalhttp.Config{Store: approvals, Log: dlog, Decider: approver, Auth: auth, Logger: logger})
+	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Tracer: tracing.Provider, Logger: logger, Version: buildVersion()})
 	if err != nil {
 		return err
 	}
-	// And the budgets API: usage and top-ups (the budget role).
-	budgeter := enforce.New(enforce.Config{Point: budgethttp.Point, Environment: cfg.Environment, Version: buildVersion(),
-		Log: dlog, Metrics: metrics, Logger: logger})
-	budgetAPI, err := budgethttp.New(budgethttp.Config{Store: dlog, Decider: budgeter, Auth: auth, Logger: logger})
-	if err != nil {
-		return err
-	}
-	gw, err := gateway.New(cfg, gateway.Options{ProjectDir: abs, Log: dlog, Auth: auth, Metrics: metrics,
-		Tracer: tracing.Provider, Logger: logger, Version: buildVersion(), Approvals: approvals,
-		OnDeploy: func(_ *manifest.Manifest, _ string, eng *authz.Engine) {
-			approver.SetEngine(eng)
-			budgeter.SetEngine(eng)
-		}})
-	if err != nil {
-		return usage("%v", err)
-	}
-	defer gw.Close()
-
-	ctx, stop := context.WithCancel(ctx)
-	// The goroutines below end with ctx; wait for them before the gateway closes.
-	var background sync.WaitGroup
-	defer background.Wait()
-	defer stop()
-	followErr := make(chan error, 1)
-	first := make(chan struct{})
-	background.Go(func() {
-		followErr <- gw.Follow(ctx, store, gateway.DefaultFollowInterval)
-	})
+	out := cmd.OutOrStdout()
+	srv := serving{store: store, upstreamWait: f.upstreamWait, ready: f.ready, logger: logger, announce: func(st *stack.Stack) {
+		printServing(out, st.Addr(), st.Gateway.Revision(), store, cfg, st.Gateway.Credentials(), st.Log().Path())
+		printExtAuthz(out, st.Gateway)
+	}}
 	if f.watch {
-		background.Go(func() { watchProject(ctx, dir, store, stderr, logger) })
+		srv.extra = func(ctx context.Context) { watchProject(ctx, dir, store, stderr, logger) }
 	}
-	background.Go(func() { // wait for the first deploy before announcing
-		for gw.Revision() == "" && ctx.Err() == nil {
-			time.Sleep(10 * time.Millisecond)
-		}
-		close(first)
-	})
+	return serveStack(ctx, st, srv)
+}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+// startStack builds a server process; a mistake in its configuration is a usage error.
+func startStack(ctx context.Context, cfg stack.Config) (*stack.Stack, error) {
+	st, err := stack.Start(ctx, cfg)
+	var ce *stack.ConfigError
+	if errors.As(err, &ce) {
+		return nil, usage("%v", err)
 	}
-	mux := http.NewServeMux()
-	mux.Handle("/", gw.Handler())
-	mux.Handle("/approvals", approvalAPI.Handler())
-	mux.Handle("/approvals/", approvalAPI.Handler())
-	mux.Handle("/budgets", budgetAPI.Handler())
-	mux.Handle("/budgets/", budgetAPI.Handler())
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-
-	select {
-	case err := <-followErr:
-		srv.Close()
-		return err
-	case <-first:
-	}
-	waitUpstreams(ctx, gw, f.upstreamWait, logger)
-	printServing(cmd.OutOrStdout(), ln.Addr().String(), gw.Revision(), store, cfg, gw.Credentials(), dlog.Path())
-	printExtAuthz(cmd.OutOrStdout(), gw)
-	if f.ready != "" {
-		if err := os.WriteFile(f.ready, []byte(ln.Addr().String()), 0o644); err != nil {
-			return err
-		}
-	}
-
-	select {
-	case <-ctx.Done():
-	case err := <-served:
-		return fmt.Errorf("serve: %w", err)
-	case err := <-followErr:
-		if err != nil {
-			return err
-		}
-	}
-	logger.Info("shutting down")
-	shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 15*time.Second)
-	defer cancel()
-	return srv.Shutdown(shutdown)
+	return st, err
 }
 
 // loadGatewayConfig reads the gateway config file, if one is named; a bad file is a usage error.

@@ -47,8 +47,8 @@ func loggedDecisions(t *testing.T) (dir, old, next, logPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := enforce.New(enforce.Config{Point: "test", Environment: "dev", Log: dlog})
-	e.SetEngine(eng)
+	e := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: dlog}).Enforcer("test")
+	e.Policy().Set(eng)
 	fs := "mcp://npx/@modelcontextprotocol/server-filesystem"
 	call := func(p string, groups []string, agent, ref, name string) {
 		v := e.Decide(ctx, authz.Input{Action: authz.ActionToolsCall, Principal: authz.Principal{ID: p, Groups: groups}, Agent: agent,

@@ -115,26 +115,40 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(traces))
 	defer tp.Shutdown(context.WithoutCancel(ctx))
 	abs, _ := filepath.Abs(dir)
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces),
-		Logger: logger, Version: buildVersion(), Agents: agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout},
-		Scheduler: f.scheduler(dir)})
+	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces),
+		Logger: logger, Version: buildVersion(), Agents: &agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout},
+		Scheduler: f.scheduler(dir), Audit: true})
 	if err != nil {
-		return usage("%v", err)
+		return err
 	}
-	return serveStack(ctx, st, store, "", cfg, provider, f.ready, cmd.OutOrStdout(), logger, func(ctx context.Context) {
-		watchProject(ctx, dir, store, stderr, logger)
-	})
+	out := cmd.OutOrStdout()
+	return serveStack(ctx, st, serving{store: store, upstreamWait: defaultUpstreamWait, ready: f.ready, logger: logger,
+		announce: func(st *stack.Stack) { printStack(out, st, store, cfg, provider) },
+		extra:    func(ctx context.Context) { watchProject(ctx, dir, store, stderr, logger) }})
 }
 
 // shutdownGrace bounds a graceful stop: loop runs, then requests in flight (Stack.Shutdown).
 // It stays under the 30s that container orchestrators give by default before SIGKILL.
 const shutdownGrace = 25 * time.Second
 
-// serveStack serves the build pinned (a full hash), or else follows the store's deployed build,
-// and runs extra (the watcher) when given, until ctx ends; then it shuts the stack down
-// gracefully.
-func serveStack(ctx context.Context, st *stack.Stack, store *buildstore.Store, pinned string, cfg gateway.Config, provider, ready string,
-	out io.Writer, logger *slog.Logger, extra func(context.Context)) error {
+// defaultUpstreamWait is how long, at start, run and serve wait for each MCP server's first
+// connection attempt before announcing (lushctl gateway's --upstream-wait).
+const defaultUpstreamWait = 30 * time.Second
+
+// serving is how serveStack serves a stack.
+type serving struct {
+	store        *buildstore.Store
+	pinned       string        // a full hash to serve; "" follows the store's deployed build
+	upstreamWait time.Duration // wait up to this long for the MCP servers before announcing (0: do not)
+	ready        string        // a file to write the listening address to, once serving
+	announce     func(*stack.Stack)
+	extra        func(context.Context) // runs beside the server until it stops (the watcher)
+	logger       *slog.Logger
+}
+
+// serveStack serves the build pinned, or else follows the store's deployed build, and runs
+// extra when given, until ctx ends; then it shuts the stack down gracefully.
+func serveStack(ctx context.Context, st *stack.Stack, s serving) error {
 	ctx, stop := context.WithCancel(ctx)
 	var background sync.WaitGroup
 	defer func() {
@@ -142,20 +156,20 @@ func serveStack(ctx context.Context, st *stack.Stack, store *buildstore.Store, p
 		background.Wait()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 		defer cancel()
-		logger.Info("shutting down")
+		s.logger.Info("shutting down")
 		st.Shutdown(sctx)
 	}()
 	followErr := make(chan error, 1)
-	if pinned != "" {
-		m, bundle, err := store.Load(pinned)
+	if s.pinned != "" {
+		m, bundle, err := s.store.Load(s.pinned)
 		if err != nil {
 			return err
 		}
-		if err := st.Deploy(ctx, m, pinned, bundle); err != nil {
+		if err := st.Deploy(ctx, m, s.pinned, bundle); err != nil {
 			return err
 		}
 	} else {
-		background.Go(func() { followErr <- st.Gateway.Follow(ctx, store, gateway.DefaultFollowInterval) })
+		background.Go(func() { followErr <- st.Gateway.Follow(ctx, s.store, gateway.DefaultFollowInterval) })
 	}
 	for st.Gateway.Revision() == "" {
 		select {
@@ -166,13 +180,13 @@ func serveStack(ctx context.Context, st *stack.Stack, store *buildstore.Store, p
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if extra != nil {
-		background.Go(func() { extra(ctx) })
+	if s.extra != nil {
+		background.Go(func() { s.extra(ctx) })
 	}
-	waitUpstreams(ctx, st.Gateway, 30*time.Second, logger)
-	printStack(out, st, store, cfg, provider)
-	if ready != "" {
-		if err := os.WriteFile(ready, []byte(st.Addr()), 0o644); err != nil {
+	waitUpstreams(ctx, st.Gateway, s.upstreamWait, s.logger)
+	s.announce(st)
+	if s.ready != "" {
+		if err := os.WriteFile(s.ready, []byte(st.Addr()), 0o644); err != nil {
 			return err
 		}
 	}

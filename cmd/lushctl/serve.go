@@ -200,12 +200,14 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		}
 	}()
 	abs, _ := filepath.Abs(e.project)
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: e.agents, Model: mdl, DelegationKey: e.key,
-		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler})
+	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: &e.agents, Model: mdl, DelegationKey: e.key,
+		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler, Audit: true})
 	if err != nil {
-		return usage("%v", err)
+		return err
 	}
-	return serveStack(ctx, st, store, pinned, e.cfg, provider, "", cmd.OutOrStdout(), logger, nil)
+	out := cmd.OutOrStdout()
+	return serveStack(ctx, st, serving{store: store, pinned: pinned, upstreamWait: defaultUpstreamWait, logger: logger,
+		announce: func(st *stack.Stack) { printStack(out, st, store, e.cfg, provider) }})
 }
 
 // serveTracing builds the tracer provider TRACE_BACKEND names.

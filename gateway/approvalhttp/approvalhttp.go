@@ -131,7 +131,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	v, _ := s.gate.Authorize(w, r, authz.ActionApprovalRead, "reading approvals", args)
+	v, _ := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalRead, Arguments: args}, "reading approvals")
 	if v == nil {
 		return
 	}
@@ -155,7 +155,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", "the approval id is too long: use the id lushctl approvals list shows")
 		return
 	}
-	v, _ := s.gate.Authorize(w, r, authz.ActionApprovalRead, "reading approvals", map[string]any{"route": "GET /approvals/{id}", "approval": id})
+	v, _ := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalRead, Arguments: map[string]any{"route": "GET /approvals/{id}", "approval": id}}, "reading approvals")
 	if v == nil {
 		return
 	}
@@ -215,7 +215,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 	if found {
 		args["requester"], args["agent"], args["tool"], args["tool_name"] = ap.Principal, ap.Agent, ap.Tool, ap.ToolName
 	}
-	v, caller := s.gate.Authorize(w, r, authz.ActionApprovalDecide, "deciding approvals", args)
+	v, caller := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalDecide, Arguments: args}, "deciding approvals")
 	if v == nil {
 		return
 	}

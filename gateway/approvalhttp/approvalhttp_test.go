@@ -84,10 +84,10 @@ func newEnv(t testing.TB, deploy bool) *env {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { auth.Close() })
-	dec := enforce.New(enforce.Config{Point: approvalhttp.Point, Log: e.log})
+	dec := enforce.NewPolicy(enforce.Config{Log: e.log}).Enforcer(approvalhttp.Point)
 	e.dec = dec
 	if deploy {
-		dec.SetEngine(eng)
+		dec.Policy().Set(eng)
 	}
 	s, err := approvalhttp.New(approvalhttp.Config{Store: e.store, Log: e.log, Decider: dec, Auth: auth})
 	if err != nil {

@@ -102,7 +102,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if subject != "" {
 		args["subject"] = subject
 	}
-	v, _ := s.gate.Authorize(w, r, authz.ActionBudgetRead, "reading budget usage", args)
+	v, _ := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionBudgetRead, Arguments: args}, "reading budget usage")
 	if v == nil {
 		return
 	}
@@ -174,14 +174,13 @@ func (s *Server) topUp(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	ctx := r.Context()
-	var grant []decisionlog.Charge
+	var charge []enforce.Option // the grant is charged with the decision that allows it
 	now := s.now()
 	if problem == "" {
 		start, _ := b.Period(now)
-		grant = []decisionlog.Charge{{Budget: b.Name, Subject: body.Subject, Period: start, Granted: body.Amount}}
-		ctx = enforce.WithCharges(ctx, grant)
+		charge = append(charge, enforce.WithCharges([]decisionlog.Charge{{Budget: b.Name, Subject: body.Subject, Period: start, Granted: body.Amount}}))
 	}
-	v, _ := s.gate.Authorize(w, r.WithContext(ctx), authz.ActionBudgetTopUp, "topping up a budget", args)
+	v, _ := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionBudgetTopUp, Arguments: args}, "topping up a budget", charge...)
 	if v == nil {
 		return
 	}

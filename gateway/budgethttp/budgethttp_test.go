@@ -66,8 +66,8 @@ roles:
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { log.Close() })
-	dec := enforce.New(enforce.Config{Point: budgethttp.Point, Log: log})
-	dec.SetEngine(eng)
+	dec := enforce.NewPolicy(enforce.Config{Log: log}).Enforcer(budgethttp.Point)
+	dec.Policy().Set(eng)
 	sum := func(s string) string { h := sha256.Sum256([]byte(s)); return hex.EncodeToString(h[:]) }
 	auth, err := identity.New(ctx, identity.Config{APIKeys: []identity.APIKeyConfig{
 		{Name: "fay", SHA256: sum(fayKey), Principal: "user:fay"},

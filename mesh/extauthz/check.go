@@ -177,18 +177,18 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		in.Action = authz.ActionToolsList
 	}
 	var cred *vault.Credential
-	var pre enforce.Precondition
+	var opts []enforce.Option
 	if s.opts.Broker != nil {
-		pre = func(ctx context.Context) (err error) {
+		opts = append(opts, enforce.WithPrecondition(func(ctx context.Context) (err error) {
 			cred, err = s.opts.Broker.Lookup(ctx, vault.Request{Project: b.manifest.Project, Tool: route.Tool,
 				Principal: caller.ID, Groups: caller.Groups, Declared: b.manifest.Credentials})
 			return err
-		}
+		}))
 	}
-	v := s.enforcer.DecideThen(ctx, in, pre)
-	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.opts.Approvals != nil {
+	v := s.enforcer.Decide(ctx, in, opts...)
+	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.approvals != nil {
 		var refusal *authv3.CheckResponse
-		if v, refusal = s.approve(ctx, in, v, msg, pre); refusal != nil {
+		if v, refusal = s.approve(ctx, in, v, msg, opts...); refusal != nil {
 			return refusal
 		}
 	}
@@ -207,33 +207,23 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 	return denied(msg.ID, v)
 }
 
-// approve handles a tools/call the policy sent for approval (v). A person already approved this
-// exact call (it was refused here before, or waited at the gateway): the approval is used up and
-// the call decided again as approved. Otherwise the call asks for an approval (or joins the one
-// the same call waits on) and is refused with its id: the sidecar cannot hold Envoy's check for
-// minutes, so the client repeats the call once a person approved it.
-func (s *Server) approve(ctx context.Context, in authz.Input, v *enforce.Verdict, msg message, pre enforce.Precondition) (*enforce.Verdict, *authv3.CheckResponse) {
-	store := s.opts.Approvals
+// approve handles a tools/call the policy sent for approval (v), without waiting
+// (approval.Waiter with no MaxWait): the sidecar cannot hold Envoy's check for minutes. A person
+// already approved this exact call (it was refused here before, or waited at the gateway): the
+// approval is used up and the call decided again as approved. Otherwise the call asks for an
+// approval (or joins the one the same call waits on) and is refused with its id, and the client
+// repeats the call once a person approved it.
+func (s *Server) approve(ctx context.Context, in authz.Input, v *enforce.Verdict, msg message, opts ...enforce.Option) (*enforce.Verdict, *authv3.CheckResponse) {
 	call := approval.Call{Tool: in.Tool.Ref, ToolName: in.Tool.Name, Arguments: msg.Params["arguments"], Principal: in.Principal.ID, Agent: in.Agent}
-	ap, ok, err := approval.Resume(ctx, store, call, v)
-	if err == nil && ok {
-		v.Complete(decisionlog.StatusApproved, 0, nil, fmt.Sprintf("approval %s by %s", ap.ID, ap.DecidedBy))
-		return s.enforcer.DecideThen(ctx, approval.Grant(in, ap), pre), nil
-	}
-	joined := false
-	if err == nil {
-		ap, joined, err = approval.Request(ctx, store, s.opts.ApprovalConfig, call, v)
-	}
-	if err != nil {
-		s.opts.Logger.Error("ext_authz: approvals store", "decision_id", v.ID, "error", err)
-		v.Complete(decisionlog.StatusError, 0, nil, "approvals store: "+err.Error())
+	w := s.approvals.Wait(ctx, call, v)
+	switch w.Ending {
+	case approval.Approved:
+		return s.enforcer.Decide(ctx, approval.Grant(in, w.Approval), opts...), nil
+	case approval.Unavailable:
+		s.opts.Logger.Error("ext_authz: approvals store", "decision_id", v.ID, "error", w.Err)
 		return nil, approvalUnavailable(msg.ID, v)
 	}
-	if !joined && s.opts.NotifyApproval != nil {
-		s.opts.NotifyApproval(ap)
-	}
-	v.Complete(decisionlog.StatusApprovalPending, 0, nil, fmt.Sprintf("approval %s pending (joined %t)", ap.ID, joined))
-	return nil, awaitingApproval(msg.ID, v, ap)
+	return nil, awaitingApproval(msg.ID, v, w.Approval)
 }
 
 // checkAgent decides a call of an agent's endpoints: agent/invoke, as agentd decides it.
@@ -269,11 +259,7 @@ func keys(m map[string]string) []string {
 }
 
 func input(c identity.Caller, agent string, chain []string) authz.Input {
-	groups := c.Groups
-	if groups == nil {
-		groups = []string{}
-	}
-	return authz.Input{Principal: authz.Principal{ID: c.ID, Groups: groups}, Agent: agent, Chain: chain, Depth: len(chain)}
+	return authz.Input{Principal: enforce.PrincipalOf(c), Agent: agent, Chain: chain, Depth: len(chain)}
 }
 
 // chainAt is the chain of agents of a call made by agent: a delegation token's chain (which ends

@@ -43,7 +43,6 @@ import (
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/mesh"
 	"github.com/lush-agents/lush/policies/approval"
-	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
@@ -127,16 +126,13 @@ func (t *TLSConfig) serverCredentials() (credentials.TransportCredentials, error
 
 // Options are what a Server is built from besides its Config.
 type Options struct {
-	Log         *decisionlog.Log        // required
-	Auth        *identity.Authenticator // required: bearer tokens, API keys, trusted proxy headers
-	Broker      *vault.Broker           // optional: without it, no call carries a credential
-	LiveWrites  func(ref string) bool   // which write tools run for real; nil: none
-	Environment string
-	Metrics     *telemetry.Metrics   // optional
-	Tracer      trace.TracerProvider // optional: a span per Check, a child of the request's W3C trace context
-	Logger      *slog.Logger         // optional
-	Instance    string               // this replica's name in log events (default: host name)
-	Version     string
+	Policy     *enforce.Policy         // required: the process's policy, with its decision log
+	Auth       *identity.Authenticator // required: bearer tokens, API keys, trusted proxy headers
+	Broker     *vault.Broker           // optional: without it, no call carries a credential
+	LiveWrites func(ref string) bool   // which write tools run for real; nil: none
+	Metrics    *telemetry.Metrics      // optional
+	Tracer     trace.TracerProvider    // optional: a span per Check, a child of the request's W3C trace context
+	Logger     *slog.Logger            // optional
 	// Approvals, when set, is where calls that need a person's approval ask for one: the sidecar
 	// does not wait (Envoy's check would time out), it answers 403 with the pending approval's
 	// id, and a repeat of the same call once approved runs. Without it such calls are refused.
@@ -151,13 +147,14 @@ type Options struct {
 type Server struct {
 	authv3.UnimplementedAuthorizationServer
 
-	cfg      Config
-	opts     Options
-	enforcer *enforce.Enforcer
-	tracer   trace.Tracer
-	health   *health.Server
-	grpc     *grpc.Server
-	state    atomic.Pointer[build]
+	cfg       Config
+	opts      Options
+	enforcer  *enforce.Enforcer
+	approvals *approval.Waiter // nil without Options.Approvals
+	tracer    trace.Tracer
+	health    *health.Server
+	grpc      *grpc.Server
+	state     atomic.Pointer[build]
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -176,8 +173,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if opts.Log == nil || opts.Auth == nil {
-		return nil, errors.New("ext_authz: a decision log and an authenticator are required")
+	if opts.Policy == nil || opts.Policy.Log() == nil || opts.Auth == nil {
+		return nil, errors.New("ext_authz: a policy with a decision log, and an authenticator, are required")
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -185,16 +182,20 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if opts.LiveWrites == nil {
 		opts.LiveWrites = func(string) bool { return false }
 	}
-	if opts.Instance == "" {
-		opts.Instance, _ = os.Hostname()
-	}
 	tp := opts.Tracer
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
 	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz")}
-	s.enforcer = enforce.New(enforce.Config{Point: Point, Environment: opts.Environment, Instance: opts.Instance,
-		Version: opts.Version, Log: opts.Log, Metrics: opts.Metrics, Logger: opts.Logger})
+	s.enforcer = opts.Policy.Enforcer(Point)
+	if opts.Approvals != nil {
+		s.approvals = &approval.Waiter{Store: opts.Approvals, Config: opts.ApprovalConfig.WithDefaults(),
+			Requested: func(_ context.Context, ap decisionlog.Approval, joined bool) {
+				if !joined && opts.NotifyApproval != nil {
+					opts.NotifyApproval(ap)
+				}
+			}}
+	}
 	var gopts []grpc.ServerOption
 	if cfg.TLS != nil {
 		creds, err := cfg.TLS.serverCredentials()
@@ -211,10 +212,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 	return s, nil
 }
 
-// Deploy makes m (hash, with its policy engine) the build that Checks from now on decide under.
-func (s *Server) Deploy(m *manifest.Manifest, hash string, eng *authz.Engine) {
+// Deploy makes m (hash) the build that Checks from now on route by; its policy engine is the
+// one deployed to the server's Policy.
+func (s *Server) Deploy(m *manifest.Manifest, hash string) {
 	s.state.Store(&build{hash: hash, manifest: m, routes: mesh.Routes(m)})
-	s.enforcer.SetEngine(eng)
 	s.setHealth(healthpb.HealthCheckResponse_SERVING)
 }
 

@@ -37,6 +37,7 @@ import (
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
 
@@ -148,7 +149,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 		SPIFFE: []identity.SPIFFEMapping{{Prefix: "spiffe://example.org/ns/agents/sa/", Principal: "serviceaccount:{name}",
 			Groups: []string{"group:agents"}}},
 	}}
-	opts := extauthz.Options{Log: h.log, Auth: auth, Broker: broker, Environment: "dev", LiveWrites: func(string) bool { return o.live }}
+	policy := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: h.log})
+	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live }}
 	if o.approvals {
 		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
 			t.Fatal(err)
@@ -169,7 +171,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 		h.srv.Stop(ctx)
 	})
 	if !o.noDeploy {
-		h.srv.Deploy(res.Manifest, res.Hash, eng)
+		policy.Set(eng)
+		h.srv.Deploy(res.Manifest, res.Hash)
 	}
 	var tcp string
 	for _, a := range h.srv.Addrs() {
@@ -688,7 +691,7 @@ func TestMTLS(t *testing.T) {
 	}
 	defer auth.Close()
 	srv, err := extauthz.New(extauthz.Config{Listen: "0.0.0.0:0", TLS: &extauthz.TLSConfig{CertFile: filepath.Join(dir, "server.pem"),
-		KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.pem")}}, extauthz.Options{Log: dlog, Auth: auth})
+		KeyFile: filepath.Join(dir, "server.key"), ClientCAFile: filepath.Join(dir, "ca.pem")}}, extauthz.Options{Policy: enforce.NewPolicy(enforce.Config{Log: dlog}), Auth: auth})
 	if err != nil {
 		t.Fatal(err)
 	}

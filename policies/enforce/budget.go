@@ -6,7 +6,6 @@ import (
 
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/budget"
-	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // RuleBudgetExhausted is the rule id of the base policy's denial of a call that a budget of the
@@ -24,7 +23,7 @@ func (e *Enforcer) reserveBudgets(ctx context.Context, budgets []budget.Budget, 
 	if len(budgets) == 0 || !budget.Applies(in.Action) {
 		return nil, nil, nil
 	}
-	r, err := e.cfg.Budgets.Reserve(ctx, budgets, budget.CallOf(in))
+	r, err := e.policy.cfg.Budgets.Reserve(ctx, budgets, budget.CallOf(in))
 	if err != nil {
 		return nil, &authz.Budget{Exhausted: true, Budgets: []authz.BudgetState{}, ExhaustedBy: []authz.BudgetState{}, Error: budgetUnreadable}, err
 	}
@@ -48,24 +47,4 @@ func (e *Enforcer) reserveBudgets(ctx context.Context, budgets []budget.Budget, 
 // stubbed (a stubbed write still took its turn), and recorded.
 func charges(v *Verdict) bool {
 	return v.Recorded && v.Allow && (v.Outcome == authz.OutcomeAllow || v.Outcome == authz.OutcomeStub)
-}
-
-// Budgets is the enforcer's budget ledger (shared by every enforcer of the process).
-func (e *Enforcer) Budgets() *budget.Ledger { return e.cfg.Budgets }
-
-// chargesKey keys the charges of WithCharges in a context.
-type chargesKey struct{}
-
-// WithCharges returns a context in which a decision that the policy plainly allows (outcome
-// allow) and that is recorded also applies charges to budget usage, in the transaction that
-// records it: for decisions that are themselves a change of usage, such as a budget top-up
-// (whose decision and grant are then one entry of the log, or neither). Use the context for that
-// one decision only.
-func WithCharges(ctx context.Context, charges []decisionlog.Charge) context.Context {
-	return context.WithValue(ctx, chargesKey{}, charges)
-}
-
-func chargesOf(ctx context.Context) []decisionlog.Charge {
-	c, _ := ctx.Value(chargesKey{}).([]decisionlog.Charge)
-	return c
 }

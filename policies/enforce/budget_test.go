@@ -38,8 +38,8 @@ func budgetEnforcer(t *testing.T, store budget.Store) (*enforce.Enforcer, *decis
 	if store == nil {
 		store = log
 	}
-	e := enforce.New(enforce.Config{Point: "test", Log: log, Budgets: budget.New(store, budget.Clock(clock.Now))})
-	e.SetEngine(engineWith(t, budgetsYAML))
+	e := enforce.NewPolicy(enforce.Config{Log: log, Budgets: budget.New(store, budget.Clock(clock.Now))}).Enforcer("test")
+	e.Policy().Set(engineWith(t, budgetsYAML))
 	return e, log, clock
 }
 
@@ -206,17 +206,19 @@ func TestBudgetStoreFailureDenies(t *testing.T) {
 	}
 }
 
-// Without a ledger in the config, enforcers of one log share one.
-func TestBudgetLedgerSharedThroughLog(t *testing.T) {
+// The enforcers of one policy share its ledger: calls decided at any point of a process cannot
+// overspend together.
+func TestBudgetLedgerSharedByPolicy(t *testing.T) {
 	_, _, log := limitedEnforcer(t, engine(t))
-	a := enforce.New(enforce.Config{Point: "a", Log: log})
-	b := enforce.New(enforce.Config{Point: "b", Log: log})
+	policy := enforce.NewPolicy(enforce.Config{Log: log})
+	a, b := policy.Enforcer("a"), policy.Enforcer("b")
 	if a.Budgets() == nil || a.Budgets() != b.Budgets() {
-		t.Fatal("enforcers of one log do not share a ledger")
+		t.Fatal("enforcers of one policy do not share a ledger")
 	}
-	eng := engineWith(t, budgetsYAML)
-	a.SetEngine(eng)
-	b.SetEngine(eng)
+	if other := enforce.NewPolicy(enforce.Config{Log: log}).Enforcer("a"); other.Budgets() == a.Budgets() {
+		t.Fatal("two policies share a ledger: one is found through the log")
+	}
+	policy.Set(engineWith(t, budgetsYAML))
 	ctx := context.Background()
 	if !a.Decide(ctx, readCall("user:bob", fs, "read_text_file")).Allow || !b.Decide(ctx, readCall("user:bob", fs, "read_text_file")).Allow {
 		t.Fatal("first two calls denied")

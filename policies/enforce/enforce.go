@@ -10,7 +10,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"math"
 	"slices"
 	"strings"
@@ -21,7 +20,6 @@ import (
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/budget"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -33,88 +31,72 @@ const (
 	RuleNoPolicy       = "lush.policy.unavailable"
 )
 
-// Config configures an Enforcer.
-type Config struct {
-	Point       string // the enforcement point: "mcp-gateway", "ext_authz", "agentd"
-	Environment string // passed to the policy as input.environment
-	Instance    string // labels.id of log events: which replica decided
-	Version     string // labels.version
-	Log         *decisionlog.Log
-	Metrics     *telemetry.Metrics // optional
-	Logger      *slog.Logger       // optional: completions that could not be logged
-
-	// Clock is the time rate limits are measured by (default time.Now); tests set it.
-	Clock func() time.Time
-	// MaxRateBuckets bounds the token buckets kept for per-principal rate limits (default
-	// DefaultMaxRateBuckets); idle buckets are dropped first.
-	MaxRateBuckets int
-	// Budgets is the process's budget ledger (lush.yaml budgets), shared by all its enforcers so
-	// that their calls cannot overspend together. Nil: the ledger shared by everyone using Log
-	// (budget.ForLog).
-	Budgets *budget.Ledger
-}
-
-// Enforcer decides and records. It is safe for concurrent use; SetEngine swaps the policy
-// atomically (calls in flight keep the engine they started with).
+// Enforcer decides and records at one enforcement point (Policy.Enforcer). It is safe for
+// concurrent use; a build deployed to its Policy applies to the calls that start from then on
+// (calls in flight keep the engine they started with).
 //
 // The enforcer also applies the project's rate_limits (lush.yaml; data.lush.project.rate_limits
 // of the bundle) to tools/call and agent/invoke: before deciding, it takes a token from every
 // bucket that applies to the call, and when one is empty it tells the policy so in
 // input.rate_limit, and the policy denies the call (lush.rate.limited). A call that is not
-// allowed, for any reason, gives its tokens back.
+// allowed, for any reason, gives its tokens back. Each enforcement point has buckets of its own;
+// they are kept across deploys while the rate limits stay the same.
 //
 // It applies the project's budgets (data.lush.project.budgets) to the same actions: before
-// deciding, it reserves the call's cost of every budget that applies (Config.Budgets) and tells
-// the policy in input.budget, which denies the call when one is exhausted
-// (lush.budget.exhausted). A call that runs (allowed or stubbed, and recorded) is charged in the
-// decision log in the transaction that records its decision; any other gives its reservation
-// back. An invocation's tokens are charged with its completion (CompleteInvocation).
+// deciding, it reserves the call's cost of every budget that applies in the policy's ledger
+// (Config.Budgets) and tells the policy in input.budget, which denies the call when one is
+// exhausted (lush.budget.exhausted). A call that runs (allowed or stubbed, and recorded) is
+// charged in the decision log in the transaction that records its decision; any other gives its
+// reservation back. An invocation's tokens are charged with its completion (CompleteInvocation).
 type Enforcer struct {
-	cfg   Config
-	state atomic.Pointer[state]
-	swap  sync.Mutex // serializes SetEngine
+	policy *Policy
+	point  string
+
+	rate   atomic.Pointer[rateState] // the rate limiter of the policy's current engine
+	rateMu sync.Mutex                // serializes changes of rate
 }
 
-// state is a policy and the rate limiter and budgets of its build.
-type state struct {
+// rateState is the rate limiter of one policy engine (nil when its build has no rate limits).
+type rateState struct {
 	engine  *authz.Engine
-	limiter *limiter        // nil when the build has no rate limits
-	budgets []budget.Budget // the build's budgets
+	limiter *limiter
 }
 
-// New returns an enforcer without a policy: until SetEngine, every call is denied.
-func New(cfg Config) *Enforcer {
-	if cfg.Budgets == nil && cfg.Log != nil {
-		cfg.Budgets = budget.ForLog(cfg.Log)
+// limiter returns the rate limiter of eng. The buckets are kept when eng has the same rate
+// limits as the engine before it, and start afresh when they changed.
+func (e *Enforcer) limiter(eng *authz.Engine) *limiter {
+	if s := e.rate.Load(); s != nil && s.engine == eng {
+		return s.limiter
 	}
-	return &Enforcer{cfg: cfg}
-}
-
-// SetEngine makes eng the policy for calls that start from now on. The rate limiter's buckets
-// are kept when the new build has the same rate limits, and start afresh when they changed.
-func (e *Enforcer) SetEngine(eng *authz.Engine) {
-	e.swap.Lock()
-	defer e.swap.Unlock()
+	e.rateMu.Lock()
+	defer e.rateMu.Unlock()
+	old := e.rate.Load()
+	if old != nil && old.engine == eng {
+		return old.limiter
+	}
 	limits := limitsOf(eng)
 	var lim *limiter
-	if old := e.state.Load(); old != nil && old.limiter.sameLimits(limits) {
+	if old != nil && old.limiter.sameLimits(limits) {
 		lim = old.limiter
 	} else {
-		lim = newLimiter(limits, e.cfg.Clock, e.cfg.MaxRateBuckets)
+		lim = newLimiter(limits, e.policy.cfg.Clock, e.policy.cfg.MaxRateBuckets)
 	}
-	e.state.Store(&state{engine: eng, limiter: lim, budgets: budget.FromEngine(eng)})
+	e.rate.Store(&rateState{engine: eng, limiter: lim})
+	return lim
 }
 
-// Engine returns the current policy engine (nil before the first SetEngine).
-func (e *Enforcer) Engine() *authz.Engine {
-	if s := e.state.Load(); s != nil {
-		return s.engine
-	}
-	return nil
-}
+// Point is the enforcement point's name in decision-log events.
+func (e *Enforcer) Point() string { return e.point }
+
+// Engine returns the policy engine of the deployed build (nil before the first deploy).
+func (e *Enforcer) Engine() *authz.Engine { return e.policy.Engine() }
 
 // Environment is the environment name passed to the policy.
-func (e *Enforcer) Environment() string { return e.cfg.Environment }
+func (e *Enforcer) Environment() string { return e.policy.cfg.Environment }
+
+// Budgets is the budget ledger of the enforcer's policy, shared by every enforcer of the
+// process (nil without a decision log).
+func (e *Enforcer) Budgets() *budget.Ledger { return e.policy.cfg.Budgets }
 
 // Verdict is a recorded decision.
 type Verdict struct {
@@ -131,12 +113,6 @@ type Verdict struct {
 	budgets    *budget.Reservation // the budgets that applied, when the call was charged
 }
 
-// Decide evaluates in, records the decision, and returns the verdict. It always returns a
-// verdict; when the decision cannot be recorded the verdict denies.
-func (e *Enforcer) Decide(ctx context.Context, in authz.Input) *Verdict {
-	return e.DecideThen(ctx, in, nil)
-}
-
 // A Precondition is what an allowed call needs before it can run, such as fetching the
 // credential it will carry. It runs after the policy allowed the call and before the decision is
 // recorded. An error denies the call; when the error has the methods Rule() string and
@@ -147,59 +123,112 @@ type Precondition func(ctx context.Context) error
 // RulePrecondition is the rule id of a precondition's denial when its error names none.
 const RulePrecondition = "lush.precondition.failed"
 
-// DecideThen is Decide with a precondition: when the policy allows the call, pre runs, and its
-// error turns the decision into a denial, recorded as such.
-func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondition) *Verdict {
-	in.Environment = e.cfg.Environment
-	var eng *authz.Engine
-	var lim *limiter
-	var budgets []budget.Budget
-	if s := e.state.Load(); s != nil {
-		eng, lim, budgets = s.engine, s.limiter, s.budgets
-	}
+// An Option changes how one decision is made.
+type Option func(*decision)
+
+// WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and
+// its error turns the decision into a denial, recorded as such.
+func WithPrecondition(pre Precondition) Option {
+	return func(d *decision) { d.pre = pre }
+}
+
+// WithCharges makes the decision itself a change of budget usage, such as a budget top-up: when
+// the policy plainly allows it (outcome allow) and it is recorded, charges are applied in the
+// transaction that records it, so that the decision and the change are one entry of the log, or
+// neither.
+func WithCharges(charges []decisionlog.Charge) Option {
+	return func(d *decision) { d.extra = charges }
+}
+
+// decision is one call on its way through Decide: its input and options, and what was reserved
+// for it.
+type decision struct {
+	in    authz.Input
+	pre   Precondition
+	extra []decisionlog.Charge // WithCharges
+
+	engine    *authz.Engine
+	budgets   []budget.Budget     // the build's budgets
+	rate      *reservation        // rate-limit tokens taken
+	spend     *budget.Reservation // budget units reserved
+	budgetErr error               // why budget usage could not be read
+}
+
+// Decide evaluates in, records the decision, and returns the verdict. It always returns a
+// verdict; when the decision cannot be recorded the verdict denies. In order: the call's rate
+// limits and budgets are reserved (reserve), the policy decides (decide), the decision is
+// masked and recorded with the call's charges (record), and what was reserved is kept or given
+// back (settle).
+func (e *Enforcer) Decide(ctx context.Context, in authz.Input, opts ...Option) *Verdict {
 	start := time.Now()
-	// The enforcer alone says whether a rate limit is exceeded.
-	in.RateLimit = nil
-	var res *reservation
-	if lim != nil && eng != nil {
-		if res = lim.reserve(&in); res.exceeded {
-			in.RateLimit = &authz.RateLimit{Exceeded: true, Limit: res.label, RetryAfterMS: RetryAfterMS(res.retry)}
+	d := &decision{in: in}
+	for _, o := range opts {
+		o(d)
+	}
+	d.in.Environment = e.policy.cfg.Environment
+	if b := e.policy.current.Load(); b != nil {
+		d.engine, d.budgets = b.engine, b.budgets
+	}
+	e.reserve(ctx, d)
+	v := e.decide(ctx, d, start)
+	e.record(ctx, d, v)
+	e.settle(d, v)
+	e.count(d.in, v)
+	return v
+}
+
+// reserve takes the call's rate-limit tokens and reserves its budget units, and tells the
+// policy, in input.rate_limit and input.budget, what they allow: the enforcer alone says so.
+func (e *Enforcer) reserve(ctx context.Context, d *decision) {
+	d.in.RateLimit, d.in.Budget = nil, nil
+	if d.engine == nil {
+		return
+	}
+	if lim := e.limiter(d.engine); lim != nil {
+		if d.rate = lim.reserve(&d.in); d.rate.exceeded {
+			d.in.RateLimit = &authz.RateLimit{Exceeded: true, Limit: d.rate.label, RetryAfterMS: RetryAfterMS(d.rate.retry)}
 		}
 	}
-	// And alone says how much of each budget is left.
-	in.Budget = nil
-	var spend *budget.Reservation
-	var budgetErr error
-	if eng != nil && e.cfg.Budgets != nil {
-		spend, in.Budget, budgetErr = e.reserveBudgets(ctx, budgets, &in)
+	if e.policy.cfg.Budgets != nil {
+		d.spend, d.in.Budget, d.budgetErr = e.reserveBudgets(ctx, d.budgets, &d.in)
 	}
-	var d authz.Decision
-	if eng == nil {
-		d = deny(RuleNoPolicy, "no policy is loaded yet; the call is denied")
-		d.Outcome = authz.OutcomeError
+}
+
+// decide asks the policy, then the precondition of a call it allows.
+func (e *Enforcer) decide(ctx context.Context, d *decision, start time.Time) *Verdict {
+	var dec authz.Decision
+	if d.engine == nil {
+		dec = deny(RuleNoPolicy, "no policy is loaded yet; the call is denied")
+		dec.Outcome = authz.OutcomeError
 	} else {
-		d = eng.Decide(ctx, in)
+		dec = d.engine.Decide(ctx, d.in)
 	}
-	if pre != nil && d.Outcome == authz.OutcomeAllow {
-		if err := pre(ctx); err != nil {
-			d = refused(d, err)
+	if d.pre != nil && dec.Outcome == authz.OutcomeAllow {
+		if err := d.pre(ctx); err != nil {
+			dec = refused(dec, err)
 		}
 	}
-	if budgetErr != nil && d.Error == "" {
-		d.Error = "budgets: " + budgetErr.Error()
+	if d.budgetErr != nil && dec.Error == "" {
+		dec.Error = "budgets: " + d.budgetErr.Error()
 	}
-	v := &Verdict{Decision: d, ID: newID(), Latency: time.Since(start), enforcer: e}
-	if in.Tool != nil {
-		v.Tool = in.Tool.Ref
+	v := &Verdict{Decision: dec, ID: newID(), Latency: time.Since(start), enforcer: e}
+	if d.in.Tool != nil {
+		v.Tool = d.in.Tool.Ref
 	}
-	v.event = e.event(ctx, in, v)
+	return v
+}
+
+// record writes the decision's event, masked as the policy says and with the charges of a call
+// that runs, to the decision log. A decision that cannot be recorded denies.
+func (e *Enforcer) record(ctx context.Context, d *decision, v *Verdict) {
+	v.event = e.event(ctx, d.in, v)
 	// Mask the input as the policy says. Without a policy, or when the mask cannot be evaluated,
 	// what to hide is unknown: the whole input is left out.
 	eraseAll := []authz.MaskOp{{Op: "remove", Path: "/input"}}
 	ops := eraseAll
-	if eng != nil {
+	if d.engine != nil {
 		var err error
-		if ops, err = eng.Mask(ctx, in); err != nil {
+		if ops, err = d.engine.Mask(ctx, d.in); err != nil {
 			ops = eraseAll
 		}
 	}
@@ -207,53 +236,63 @@ func (e *Enforcer) DecideThen(ctx context.Context, in authz.Input, pre Precondit
 		decisionlog.ApplyMask(v.event, ops) // on a bad operation it erases the whole input itself
 	}
 	// A call that runs is charged with its decision, in the same transaction.
-	if spend != nil && v.Allow && (v.Outcome == authz.OutcomeAllow || v.Outcome == authz.OutcomeStub) {
-		v.event.Charges = spend.Charges()
+	if d.spend != nil && v.Allow && (v.Outcome == authz.OutcomeAllow || v.Outcome == authz.OutcomeStub) {
+		v.event.Charges = d.spend.Charges()
 	}
-	extra := chargesOf(ctx) // a decision that is itself a change of usage (WithCharges)
-	if len(extra) > 0 && v.Allow && v.Outcome == authz.OutcomeAllow {
-		v.event.Charges = append(v.event.Charges, extra...)
+	if len(d.extra) > 0 && v.Allow && v.Outcome == authz.OutcomeAllow {
+		v.event.Charges = append(v.event.Charges, d.extra...)
 	} else {
-		extra = nil
+		d.extra = nil
 	}
-	if err := e.cfg.Log.Record(ctx, v.event); err != nil {
-		if e.cfg.Metrics != nil {
-			e.cfg.Metrics.LogWriteFailures.Inc()
+	if err := e.policy.cfg.Log.Record(ctx, v.event); err != nil {
+		if e.policy.cfg.Metrics != nil {
+			e.policy.cfg.Metrics.LogWriteFailures.Inc()
 		}
+		revision := v.Revision
 		v.Decision = deny(RuleLogUnavailable, "the decision log cannot be written, so the call is denied")
 		v.Decision.Outcome = authz.OutcomeError
 		v.Decision.Error = "record decision: " + err.Error()
-		v.Decision.Revision = d.Revision
-	} else {
-		v.Recorded = true
+		v.Decision.Revision = revision
+		return
 	}
+	v.Recorded = true
+}
+
+// settle keeps what a call that runs was charged and gives the rest back: budget units of a
+// call that does not run, and the rate-limit tokens of a call that is not allowed.
+func (e *Enforcer) settle(d *decision, v *Verdict) {
 	if charges(v) {
-		spend.Commit()
-		v.budgets = spend
-		if len(extra) > 0 && e.cfg.Budgets != nil {
-			e.cfg.Budgets.Charged(extra)
+		d.spend.Commit()
+		v.budgets = d.spend
+		if len(d.extra) > 0 && e.policy.cfg.Budgets != nil {
+			e.policy.cfg.Budgets.Charged(d.extra)
 		}
 	} else {
-		spend.Release()
+		d.spend.Release()
 	}
 	if !v.Allow {
-		res.cancel() // the call does not run: it does not count against any limit
-		if in.RateLimit != nil && onlyRule(v.Decision, RuleRateLimited) {
-			v.RetryAfter = res.retry
+		d.rate.cancel() // the call does not run: it does not count against any limit
+		if d.in.RateLimit != nil && onlyRule(v.Decision, RuleRateLimited) {
+			v.RetryAfter = d.rate.retry
 		}
 	}
-	if m := e.cfg.Metrics; m != nil {
-		tool, access := "", v.Access
-		if in.Tool != nil {
-			tool = in.Tool.Ref
-		}
-		m.Decisions.WithLabelValues(e.cfg.Point, in.Action, in.Agent, tool, access, v.Outcome).Inc()
-		m.DecisionLatency.WithLabelValues(e.cfg.Point).Observe(v.Latency.Seconds())
-		if v.Outcome == authz.OutcomeStub {
-			m.Stubs.WithLabelValues(in.Agent, tool).Inc()
-		}
+}
+
+// count updates the decision metrics.
+func (e *Enforcer) count(in authz.Input, v *Verdict) {
+	m := e.policy.cfg.Metrics
+	if m == nil {
+		return
 	}
-	return v
+	tool, access := "", v.Access
+	if in.Tool != nil {
+		tool = in.Tool.Ref
+	}
+	m.Decisions.WithLabelValues(e.point, in.Action, in.Agent, tool, access, v.Outcome).Inc()
+	m.DecisionLatency.WithLabelValues(e.point).Observe(v.Latency.Seconds())
+	if v.Outcome == authz.OutcomeStub {
+		m.Stubs.WithLabelValues(in.Agent, tool).Inc()
+	}
 }
 
 // newID returns a decision id: a time-ordered UUID (v7), which keeps the log's index appends local.
@@ -309,11 +348,11 @@ func (e *Enforcer) event(ctx context.Context, in authz.Input, v *Verdict) *decis
 		Input:       input,
 		Result:      result,
 		Timestamp:   time.Now().UTC(),
-		Labels:      map[string]string{"id": e.cfg.Instance, "version": e.cfg.Version, "environment": e.cfg.Environment},
+		Labels:      map[string]string{"id": e.policy.cfg.Instance, "version": e.policy.cfg.Version, "environment": e.policy.cfg.Environment},
 		Bundles:     map[string]decisionlog.Bundle{"lush": {Revision: v.Revision}},
 		Metrics:     map[string]int64{"timer_lush_decision_ns": v.Latency.Nanoseconds()},
 		Revision:    v.Revision,
-		Point:       e.cfg.Point,
+		Point:       e.point,
 		Principal:   in.Principal.ID,
 		Groups:      in.Principal.Groups,
 		Agent:       in.Agent,
@@ -346,7 +385,7 @@ func (v *Verdict) Complete(status string, latency time.Duration, response json.R
 	if v.Access == "write" {
 		c.Response = response
 	}
-	if m := v.enforcer.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed {
+	if m := v.enforcer.policy.cfg.Metrics; m != nil && status != decisionlog.StatusStubbed {
 		m.UpstreamLatency.WithLabelValues(v.event.Tool, status).Observe(latency.Seconds())
 	}
 	return v.complete(c)
@@ -363,29 +402,20 @@ func (v *Verdict) CompleteInvocation(status string, latency time.Duration, token
 }
 
 func (v *Verdict) complete(c *decisionlog.Completion) error {
-	e := v.enforcer
-	err := e.cfg.Log.CompleteAsync(c, func(err error) {
+	p := v.enforcer.policy
+	err := p.cfg.Log.CompleteAsync(c, func(err error) {
 		if err != nil {
-			e.completionFailed(v.ID, err)
+			p.completionFailed(v.ID, err)
 			return
 		}
-		if len(c.Charges) > 0 && e.cfg.Budgets != nil {
-			e.cfg.Budgets.Charged(c.Charges)
+		if len(c.Charges) > 0 && p.cfg.Budgets != nil {
+			p.cfg.Budgets.Charged(c.Charges)
 		}
 	})
 	if err != nil {
-		e.completionFailed(v.ID, err)
+		p.completionFailed(v.ID, err)
 	}
 	return err
-}
-
-func (e *Enforcer) completionFailed(id string, err error) {
-	if e.cfg.Metrics != nil {
-		e.cfg.Metrics.LogWriteFailures.Inc()
-	}
-	if e.cfg.Logger != nil {
-		e.cfg.Logger.Error("decision log: completion not recorded", "decision_id", id, "error", err)
-	}
 }
 
 // Meta is the decision as clients see it, in a result's _meta["dev.lush/decision"]. A call

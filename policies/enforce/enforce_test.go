@@ -60,7 +60,7 @@ func TestDecideMasksAndRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer log.Close()
-	e := enforce.New(enforce.Config{Point: "test", Environment: "ci", Instance: "i1", Log: log})
+	e := enforce.NewPolicy(enforce.Config{Environment: "ci", Instance: "i1", Log: log}).Enforcer("test")
 
 	// No policy yet: denied, and recorded.
 	in := authz.Input{Action: "tools/call", Principal: authz.Principal{ID: "serviceaccount:digest-bot", Groups: []string{}}, Agent: "orchestrator",
@@ -69,7 +69,7 @@ func TestDecideMasksAndRecords(t *testing.T) {
 		t.Fatalf("without a policy: %+v", v)
 	}
 
-	e.SetEngine(engine(t))
+	e.Policy().Set(engine(t))
 	v := e.Decide(context.Background(), in)
 	if v.Outcome != authz.OutcomeStub || !v.Recorded || v.ID == "" {
 		t.Fatalf("verdict = %+v", v)
@@ -109,8 +109,8 @@ func TestUnrecordableDecisionDenies(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := enforce.New(enforce.Config{Point: "test", Log: log})
-	e.SetEngine(engine(t))
+	e := enforce.NewPolicy(enforce.Config{Log: log}).Enforcer("test")
+	e.Policy().Set(engine(t))
 	log.Close()
 	in := authz.Input{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "researcher",
 		Tool: &authz.Tool{Ref: fs, Name: "read_text_file"}}

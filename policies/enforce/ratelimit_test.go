@@ -42,8 +42,8 @@ func limitedEnforcer(t testing.TB, eng *authz.Engine) (*enforce.Enforcer, *fakeC
 	}
 	t.Cleanup(func() { log.Close() })
 	clock := &fakeClock{now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	e := enforce.New(enforce.Config{Point: "test", Log: log, Clock: clock.Now})
-	e.SetEngine(eng)
+	e := enforce.NewPolicy(enforce.Config{Log: log, Clock: clock.Now}).Enforcer("test")
+	e.Policy().Set(eng)
 	return e, clock, log
 }
 
@@ -185,19 +185,19 @@ func TestRateLimitBucketsFollowTheBuild(t *testing.T) {
 		t.Fatalf("over the burst: %+v", v.Decision)
 	}
 	// A new build with the same limits keeps the buckets.
-	e.SetEngine(engineWith(t, limitsYAML))
+	e.Policy().Set(engineWith(t, limitsYAML))
 	if v := e.Decide(ctx, bob); !isLimited(v) {
 		t.Fatalf("same limits, new build: %+v", v.Decision)
 	}
 	// Changed limits start afresh.
-	e.SetEngine(engineWith(t, strings.Replace(limitsYAML, "burst: 2", "burst: 4", 1)))
+	e.Policy().Set(engineWith(t, strings.Replace(limitsYAML, "burst: 2", "burst: 4", 1)))
 	for i := range 4 {
 		if v := e.Decide(ctx, bob); !v.Allow {
 			t.Fatalf("call %d with the new limits: %+v", i+1, v.Decision)
 		}
 	}
 	// No limits at all.
-	e.SetEngine(engine(t))
+	e.Policy().Set(engine(t))
 	for range 10 {
 		if v := e.Decide(ctx, bob); !v.Allow {
 			t.Fatalf("without limits: %+v", v.Decision)

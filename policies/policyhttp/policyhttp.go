@@ -1,20 +1,30 @@
-// Package policyhttp is how Lush's HTTP APIs (the audit, approvals and budgets APIs) let a request
-// in: authenticate the caller, then decide the request with the process's shared policy as an
-// action with the request's details as the input's arguments, and log that decision like every
-// other. A request the policy does not plainly allow is answered here: 401 without valid
-// credentials, 403 with the decision id and the policy's reasons, 503 when the policy cannot
-// decide or the decision cannot be logged (fail closed). Answers are JSON:
+// Package policyhttp is the one gate every Lush HTTP API lets requests in through: it
+// authenticates the caller, and decides the request with the process's shared policy as an
+// action, logging that decision like every other. The audit, approvals, budgets and loops APIs,
+// agentd's chat API and the gateway's MCP endpoints all authenticate here; the APIs whose requests
+// are actions of their own (reading the decision log, deciding an approval, triggering a loop)
+// also decide here.
+//
+// A request the gate does not let in is answered by it: 401 without valid credentials, 403
+// with the decision id and the policy's reasons, 404 when the policy says the thing asked for
+// does not exist (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be
+// logged (fail closed). Answers are JSON:
 //
 //	{"error": {"code": "forbidden", "message": "…", "decision_id": "…", "reasons": [...]}}
 package policyhttp
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strings"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/enforce"
 )
@@ -31,50 +41,118 @@ type Authenticator interface {
 
 // Gate authenticates and decides API requests. It is safe for concurrent use.
 type Gate struct {
-	Decider *enforce.Enforcer // the process's shared policy, with the API as its enforcement point
-	Auth    Authenticator
+	Auth Authenticator
+	// Decider decides the requests with the process's shared policy, as the API's enforcement
+	// point. Nil for a gate that only authenticates (Authenticated).
+	Decider *enforce.Enforcer
+	// NotFound lists the rules whose denial means that what the request names does not exist
+	// (such as lush.loop.unknown): such a denial is answered 404.
+	NotFound []string
+	// WriteRefusal answers the requests the gate does not let in. Default: the APIs' JSON
+	// answer, {"error": {"code": …, "message": …, "decision_id": …, "reasons": […]}}.
+	WriteRefusal func(w http.ResponseWriter, r Refusal)
 }
 
-// Authorize authenticates r and decides action for it with args as the input's arguments (and
-// input.agent and input.chain when an agent calls for a principal). It answers the request
-// itself and returns nil unless the policy plainly allows it; otherwise it returns the recorded
-// verdict, which the handler completes. what names the request in refusals ("reading the
-// decision log").
-func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request, action, what string, args map[string]any) (*enforce.Verdict, identity.Caller) {
+// A Refusal is a request the gate does not let in.
+type Refusal struct {
+	Status  int    // the HTTP status
+	Code    string // unauthenticated, forbidden, not_found, approval_required or policy_error
+	Message string // what is wrong, for the caller
+	// Err is the authentication error of a request refused before any decision (401, or 403
+	// for a delegation token of another agent): an *identity.Error, whose text is safe to show.
+	Err error
+	// Verdict is the recorded decision of a request the policy did not allow.
+	Verdict *enforce.Verdict
+	Reasons []authz.Reason // the reasons the caller is told (the decision's, or its approvals')
+}
+
+// Authenticated lets only authenticated callers through to next, with the caller in the
+// request's context (identity.CallerFrom) and the incoming W3C trace context carried. When the
+// route has an {agent} path value, a delegation token must be for that agent: an agent acts
+// only as itself.
+func (g *Gate) Authenticated(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		ctx := telemetry.Propagator.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+		caller, ok := g.authenticate(w, r)
+		if !ok {
+			return
+		}
+		if agent := r.PathValue("agent"); agent != "" {
+			if err := caller.CheckAgent(agent); err != nil {
+				g.refuse(w, Refusal{Status: http.StatusForbidden, Code: "forbidden", Message: message(err), Err: err})
+				return
+			}
+		}
+		next.ServeHTTP(w, r.WithContext(identity.WithCaller(ctx, caller)))
+	})
+}
+
+// authenticate identifies the caller of r, and answers 401 itself when it cannot.
+func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request) (identity.Caller, bool) {
+	if g.Auth == nil {
+		err := errors.New("this API has no authenticator, so it lets no one in")
+		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: err.Error(), Err: err})
+		return identity.Caller{}, false
+	}
 	caller, err := g.Auth.Authenticate(r)
 	if err != nil {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-		msg := "authentication failed"
-		var ie *identity.Error
-		if errors.As(err, &ie) {
-			msg = ie.Message
-		}
-		WriteError(w, http.StatusUnauthorized, "unauthenticated", msg)
-		return nil, caller
+		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: message(err), Err: err})
+		return caller, false
 	}
-	groups := caller.Groups
-	if groups == nil {
-		groups = []string{}
+	return caller, true
+}
+
+// message is what a caller is told of an authentication error: an identity.Error's actionable
+// message, never anything else's text (which could hold internals).
+func message(err error) string {
+	var ie *identity.Error
+	if errors.As(err, &ie) {
+		return ie.Message
 	}
-	in := authz.Input{Action: action, Principal: authz.Principal{ID: caller.ID, Groups: groups}, Arguments: args}
-	if caller.Method == identity.MethodDelegation {
-		// An agent acting for the principal: the log says so, and project policies can refuse it.
+	return "authentication failed"
+}
+
+// Decide decides in for caller and logs the decision: the caller is the input's principal and,
+// when an agent acts for the principal (a delegation token), the agent and its chain are the
+// input's too, so that the log says so and project policies can refuse it.
+func (g *Gate) Decide(ctx context.Context, caller identity.Caller, in authz.Input, opts ...enforce.Option) *enforce.Verdict {
+	in.Principal = enforce.PrincipalOf(caller)
+	if caller.Method == identity.MethodDelegation && in.Agent == "" {
 		in.Agent, in.Chain = caller.Agent, caller.Chain
 	}
-	v := g.Decider.Decide(r.Context(), in)
+	return g.Decider.Decide(ctx, in, opts...)
+}
+
+// Allow decides in for the caller of an authenticated request (Authenticated) and answers the
+// request itself unless the policy plainly allows it; it returns the recorded verdict, which the
+// handler completes, or nil. what names the request in refusals ("triggering a loop").
+func (g *Gate) Allow(w http.ResponseWriter, r *http.Request, in authz.Input, what string, opts ...enforce.Option) *enforce.Verdict {
+	v := g.Decide(r.Context(), identity.CallerFrom(r.Context()), in, opts...)
 	w.Header().Set(HeaderDecisionID, v.ID)
 	// Only a plain allow lets the request in: one that a project policy sends for approval is
 	// refused (an API request does not wait for approvals).
 	if !v.Allow || v.Outcome != authz.OutcomeAllow || !v.Recorded {
-		Refuse(w, v, what)
-		return nil, caller
+		g.Refuse(w, v, what)
+		return nil
 	}
-	return v, caller
+	return v
 }
 
-// Refuse answers a decision that did not allow: 403 with its id and reasons, or 503 when the
-// policy could not decide or the decision could not be logged.
-func Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
+// Authorize authenticates r and decides in for its caller (Authenticated, then Allow): it
+// answers the request itself and returns a nil verdict unless the policy plainly allows it.
+func (g *Gate) Authorize(w http.ResponseWriter, r *http.Request, in authz.Input, what string, opts ...enforce.Option) (*enforce.Verdict, identity.Caller) {
+	caller, ok := g.authenticate(w, r)
+	if !ok {
+		return nil, caller
+	}
+	return g.Allow(w, r.WithContext(identity.WithCaller(r.Context(), caller)), in, what, opts...), caller
+}
+
+// Refuse answers a decision that did not allow: 403 with its id and reasons, 404 when a reason's
+// rule is one of NotFound, or 503 when the policy could not decide or the decision could not be
+// logged.
+func (g *Gate) Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
 	code, kind := http.StatusForbidden, "forbidden"
 	reasons, prefix := v.Reasons, ""
 	switch {
@@ -83,6 +161,8 @@ func Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
 	case v.Outcome == authz.OutcomeApproval:
 		kind, reasons = "approval_required", v.Approvals
 		prefix = what + " needs an approval, and this API does not wait for approvals: "
+	case slices.ContainsFunc(v.Reasons, func(r authz.Reason) bool { return slices.Contains(g.NotFound, r.Rule) }):
+		code, kind = http.StatusNotFound, "not_found"
 	}
 	if reasons == nil {
 		reasons = []authz.Reason{}
@@ -95,7 +175,19 @@ func Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
 	if len(msgs) == 0 {
 		msg = prefix + "the policy does not allow " + what
 	}
-	WriteJSON(w, code, map[string]any{"error": map[string]any{"code": kind, "message": msg, "decision_id": v.ID, "reasons": reasons}})
+	g.refuse(w, Refusal{Status: code, Code: kind, Message: msg, Verdict: v, Reasons: reasons})
+}
+
+func (g *Gate) refuse(w http.ResponseWriter, r Refusal) {
+	if g.WriteRefusal != nil {
+		g.WriteRefusal(w, r)
+		return
+	}
+	body := map[string]any{"code": r.Code, "message": r.Message}
+	if r.Verdict != nil {
+		body["decision_id"], body["reasons"] = r.Verdict.ID, r.Reasons
+	}
+	WriteJSON(w, r.Status, map[string]any{"error": body})
 }
 
 // WriteError answers an error: {"error": {"code": kind, "message": msg}}.

@@ -237,7 +237,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.scheduler {
 		sched = &scheduler.Config{Store: filepath.Join(t.TempDir(), "scheduler.db"), Poll: 50 * time.Millisecond}
 	}
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: o.agents, Model: o.model, Tracer: tp, Logger: logger,
+	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: &o.agents, Model: o.model, Audit: true, Tracer: tp, Logger: logger,
 		Scheduler: sched})
 	if err != nil {
 		t.Fatal(err)

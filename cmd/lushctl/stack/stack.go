@@ -1,18 +1,31 @@
-// Package stack assembles one Lush server process: the MCP gateway, agentd and the scheduler
-// behind one HTTP listener. They share one decision log, one
-// authenticator, one delegation key and, for each deployed build, one policy engine.
+// Package stack is Lush's composition root: it builds one server process from its parts and
+// wires them together. Every lushctl command that serves (gateway, run, serve, chat) builds its
+// process here. The parts of a process share one decision log, one authenticator and one policy
+// (enforce.Policy): a build deployed to the gateway is the policy of every enforcement point of
+// the process at once.
 //
-// Routes:
+// Parts: the MCP gateway with its approvals and budgets APIs (always); agentd (Config.Agents)
+// and the scheduler that fires loops through it (Config.Scheduler); the audit API and web UI
+// (Config.Audit); the trace API (Config.Traces).
+//
+// Routes of a gateway alone:
+//
+//	/agents/<name>/mcp           the gateway: the tools of agent <name> (also /sse, /message)
+//
+// and with agentd:
 //
 //	/gateway/agents/<name>/mcp   the gateway: the tools of agent <name> (also /sse, /message)
 //	/agents/<name>/...           agentd: chat, chat/stream, mcp (the agent as a tool), status
 //	/agents                      agentd: the agents the caller may invoke
 //	/loops, /loops/<name>/...    the scheduler: loops, their history, manual triggers
-//	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
-//	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
-//	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
+//
+// and in both:
+//
 //	/approvals[/<id>]            calls waiting for a person's approval: list, approve, deny (approvalhttp)
 //	/budgets, /budgets/<n>/top-up  budget usage and top-ups, for the budget role (budgethttp)
+//	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
+//	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
+//	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
 //
 // agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
@@ -28,7 +41,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -43,36 +55,50 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
-	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
 	"github.com/lush-agents/lush/scheduler"
 )
 
-// Config is what a Stack is made of.
+// Config is what a Stack is made of. The gateway is always part of it; the other parts are
+// optional.
 type Config struct {
 	ProjectDir string         // where stdio servers and local tools run
 	Gateway    gateway.Config // listen address, auth, decision log, live writes, upstreams, ...
-	Agents     agentd.Config  // turn limit and timeout; the gateway URL is set by the stack
-	// Scheduler, when set, fires the build's loops (its store: SQLite, or PostgreSQL for
-	// replicas). Nil: loops do not fire in this process.
+	// Agents, when set, runs agentd in the process (turn limit and timeout; the gateway URL is
+	// set by the stack), on Model.
+	Agents *agentd.Config
+	Model  model.Model
+	// Scheduler, when set (with Agents), fires the build's loops (its store: SQLite, or
+	// PostgreSQL for replicas). Nil: loops do not fire in this process.
 	Scheduler *scheduler.Config
-	Model     model.Model
+	// Audit serves the decision log to auditors: the audit API and its web UI.
+	Audit bool
 	// DelegationKey signs the tokens agents and lush:// calls carry. Nil: a key is generated for
-	// this process (replicas that call each other need a shared one).
+	// this process (replicas that call each other need a shared one). Used with Agents only.
 	DelegationKey ed25519.PrivateKey
 	Tracer        trace.TracerProvider // optional
 	Traces        http.Handler         // optional: served at /traces (authenticated)
 	Logger        *slog.Logger         // optional
 	Version       string
+	Instance      string // this replica's name in decision-log events (default: host name)
 }
 
-// Stack is a running server.
+// ConfigError is an error in what the stack was configured with (as opposed to one of running
+// it: a port that cannot be listened on, a decision log that cannot be opened).
+type ConfigError struct{ Err error }
+
+func (e *ConfigError) Error() string { return e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// Stack is a running server process.
 type Stack struct {
 	Gateway   *gateway.Gateway
-	Agents    *agentd.Server
+	Agents    *agentd.Server       // nil without Config.Agents
 	Scheduler *scheduler.Scheduler // nil without Config.Scheduler
 	Metrics   *telemetry.Metrics
+	Policy    *enforce.Policy // the policy every part decides with
 
 	ln        net.Listener
 	srv       *http.Server
@@ -82,139 +108,169 @@ type Stack struct {
 	served    chan error
 }
 
-// Start opens the decision log, listens, builds the gateway and agentd, and serves. No build is
-// deployed yet: Deploy or Follow gives it one; until then every call is denied.
+// Start opens the decision log, listens, builds the parts, and serves. No build is deployed
+// yet: Deploy (or the gateway's Follow) gives it one; until then every call is denied.
 func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
-	if cfg.Model == nil {
-		return nil, errors.New("stack: a model provider is required")
+	if cfg.Agents != nil && cfg.Model == nil {
+		return nil, &ConfigError{errors.New("stack: agents need a model provider")}
+	}
+	if cfg.Scheduler != nil && cfg.Agents == nil {
+		return nil, &ConfigError{errors.New("stack: the scheduler runs loops through agentd: it needs agents")}
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	key := cfg.DelegationKey
-	if key == nil {
-		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
-			return nil, fmt.Errorf("generate a delegation key: %w", err)
-		}
-	}
-	gcfg := cfg.Gateway
-	if gcfg.Listen == "" {
-		gcfg.Listen = gateway.DefaultListen
-	}
-	// Tokens signed by this process are accepted by it, besides what the config accepts.
-	deleg := identity.DelegationConfig{}
-	if gcfg.Auth.Delegation != nil {
-		deleg = *gcfg.Auth.Delegation
-	}
-	deleg.Keys = append(deleg.Keys, key.Public().(ed25519.PublicKey))
-	gcfg.Auth.Delegation = &deleg
-	signer := identity.NewSigner(key, gcfg.Auth.DelegationAudience())
-
+	gcfg := cfg.Gateway.WithDefaults()
 	s := &Stack{Metrics: telemetry.NewMetrics(), served: make(chan error, 1)}
 	defer func() {
 		if err != nil {
 			s.close()
 		}
 	}()
-	if s.log, err = gateway.OpenDecisionLog(ctx, gcfg, filepath.Join(cfg.ProjectDir, ".lush")); err != nil {
-		return nil, err
+	var signer *identity.Signer
+	if cfg.Agents != nil {
+		if signer, err = delegation(&gcfg, cfg.DelegationKey); err != nil {
+			return nil, err
+		}
 	}
-	if s.approvals, err = gateway.OpenApprovals(gcfg); err != nil {
-		return nil, err
-	}
-	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
+	if err := s.open(ctx, cfg, gcfg); err != nil {
 		return nil, err
 	}
 	if s.ln, err = net.Listen("tcp", gcfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", gcfg.Listen, err)
 	}
 	self := "http://" + loopback(s.ln.Addr().(*net.TCPAddr))
-	if gcfg.Agents.URL == "" {
-		gcfg.Agents.URL = self
+	if cfg.Agents != nil && gcfg.Agents.URL == "" {
+		gcfg.Agents.URL = self // lush:// calls go to agentd in this process
 	}
-	acfg := cfg.Agents
-	acfg.GatewayURL = self
-	acfg.Environment = gcfg.Environment
-	acfg.AllowedHosts = gcfg.AllowedHosts
-	if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, Log: s.log,
-		Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
-		return nil, err
+	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Policy: s.Policy, Auth: s.auth, Metrics: s.Metrics,
+		Tracer: cfg.Tracer, Logger: cfg.Logger, Signer: signer, OnDeploy: s.deployed, Approvals: s.approvals}); err != nil {
+		return nil, &ConfigError{err}
+	}
+	if cfg.Agents != nil {
+		acfg := *cfg.Agents
+		acfg.GatewayURL, acfg.AllowedHosts = self, gcfg.AllowedHosts
+		if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, Policy: s.Policy,
+			Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
+			return nil, &ConfigError{err}
+		}
 	}
 	if cfg.Scheduler != nil {
-		scfg := *cfg.Scheduler
-		scfg.Environment = gcfg.Environment
-		if s.Scheduler, err = scheduler.New(ctx, scfg, scheduler.Options{Invoker: scheduler.Agents(s.Agents), Auth: s.auth,
-			Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
+		if s.Scheduler, err = scheduler.New(ctx, *cfg.Scheduler, scheduler.Options{Invoker: scheduler.Agents(s.Agents), Auth: s.auth,
+			Policy: s.Policy, Metrics: s.Metrics, Logger: cfg.Logger}); err != nil {
 			return nil, err
 		}
 	}
-	// The audit API decides audit/read with the same policy engine as everything else, and logs
-	// those decisions in the same log it serves.
-	instance, _ := os.Hostname()
-	auditor := enforce.New(enforce.Config{Point: audithttp.Point, Environment: gcfg.Environment, Instance: instance,
-		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
-	audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: auditor, Auth: s.auth, Logger: cfg.Logger})
+	mux, err := s.routes(cfg)
 	if err != nil {
 		return nil, err
 	}
-	// The approvals API: the people with the approve role decide the calls that wait for them.
-	approver := enforce.New(enforce.Config{Point: approvalhttp.Point, Environment: gcfg.Environment, Instance: instance,
-		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
-	approvals, err := approvalhttp.New(approvalhttp.Config{Store: s.approvals, Log: s.log, Decider: approver, Auth: s.auth, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	// The budgets API. Every enforcer of the process shares the log, and so one budget ledger
-	// (budget.ForLog): calls decided anywhere in the process cannot overspend together, and a
-	// top-up here is seen by all of them at once.
-	budgeter := enforce.New(enforce.Config{Point: budgethttp.Point, Environment: gcfg.Environment, Instance: instance,
-		Version: cfg.Version, Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
-	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: budgeter, Auth: s.auth, Logger: cfg.Logger})
-	if err != nil {
-		return nil, err
-	}
-	onDeploy := func(m *manifest.Manifest, hash string, eng *authz.Engine) {
-		auditor.SetEngine(eng)
-		approver.SetEngine(eng)
-		budgeter.SetEngine(eng)
-		s.Agents.Deploy(m, hash, eng)
-		if s.Scheduler != nil {
-			s.Scheduler.Deploy(m, hash, eng)
-		}
-	}
-	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Log: s.log, Auth: s.auth, Metrics: s.Metrics,
-		Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version, Signer: signer, OnDeploy: onDeploy, Approvals: s.approvals}); err != nil {
-		return nil, err
-	}
-	mux := http.NewServeMux()
-	gw := s.Gateway.Handler()
-	mux.Handle("/gateway/", gw)
-	mux.Handle("GET /health", gw)
-	mux.Handle("GET /metrics", gw)
-	mux.Handle("/agents", s.Agents.Handler())
-	mux.Handle("/agents/", s.Agents.Handler())
-	if s.Scheduler != nil {
-		mux.Handle("/loops", s.Scheduler.Handler())
-		mux.Handle("/loops/", s.Scheduler.Handler())
-	}
-	if cfg.Traces != nil {
-		mux.Handle("/traces", s.authenticated(cfg.Traces))
-		mux.Handle("/traces/", s.authenticated(cfg.Traces))
-	}
-	mux.Handle("/approvals", approvals.Handler())
-	mux.Handle("/approvals/", approvals.Handler())
-	mux.Handle("/budgets", budgets.Handler())
-	mux.Handle("/budgets/", budgets.Handler())
-	ah := audit.Handler()
-	mux.Handle("/audit/", ah)
-	mux.Handle("/ui", ah)
-	mux.Handle("/ui/", ah)
 	s.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { s.served <- s.srv.Serve(s.ln) }()
 	if s.Scheduler != nil {
 		s.Scheduler.Start()
 	}
 	return s, nil
+}
+
+// open opens what the parts share: the decision log and the approvals store beside it, the
+// authenticator, and the policy.
+func (s *Stack) open(ctx context.Context, cfg Config, gcfg gateway.Config) (err error) {
+	if s.log, err = gateway.OpenDecisionLog(ctx, gcfg, filepath.Join(cfg.ProjectDir, ".lush")); err != nil {
+		return err
+	}
+	if s.approvals, err = gateway.OpenApprovals(gcfg); err != nil {
+		return err
+	}
+	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
+		return &ConfigError{err}
+	}
+	s.Policy = enforce.NewPolicy(enforce.Config{Environment: gcfg.Environment, Instance: cfg.Instance, Version: cfg.Version,
+		Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
+	return nil
+}
+
+// delegation returns the signer of the delegation tokens agents and lush:// calls carry, with key
+// (a new one when nil), and makes gcfg accept the tokens this process signs, besides what it
+// accepts already.
+func delegation(gcfg *gateway.Config, key ed25519.PrivateKey) (*identity.Signer, error) {
+	if key == nil {
+		var err error
+		if _, key, err = ed25519.GenerateKey(rand.Reader); err != nil {
+			return nil, fmt.Errorf("generate a delegation key: %w", err)
+		}
+	}
+	deleg := identity.DelegationConfig{}
+	if gcfg.Auth.Delegation != nil {
+		deleg = *gcfg.Auth.Delegation
+	}
+	deleg.Keys = append(deleg.Keys, key.Public().(ed25519.PublicKey))
+	gcfg.Auth.Delegation = &deleg
+	return identity.NewSigner(key, gcfg.Auth.DelegationAudience()), nil
+}
+
+// deployed tells the parts that serve a build's agents and loops of a build the gateway
+// deployed; its policy engine is already the Policy's.
+func (s *Stack) deployed(m *manifest.Manifest, hash string) {
+	if s.Agents != nil {
+		s.Agents.Deploy(m, hash)
+	}
+	if s.Scheduler != nil {
+		s.Scheduler.Deploy(m, hash)
+	}
+}
+
+// routes mounts every part's handler on one mux. The APIs decide their requests with the
+// stack's policy, each as an enforcement point of its own.
+func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
+	mux := http.NewServeMux()
+	gw := s.Gateway.Handler()
+	if s.Agents == nil {
+		mux.Handle("/", gw) // a gateway alone serves the agents' tools at /agents/<name>/mcp
+	} else {
+		mux.Handle("/gateway/", gw)
+		mux.Handle("GET /health", gw)
+		mux.Handle("GET /metrics", gw)
+		mux.Handle("/agents", s.Agents.Handler())
+		mux.Handle("/agents/", s.Agents.Handler())
+	}
+	if s.Scheduler != nil {
+		mux.Handle("/loops", s.Scheduler.Handler())
+		mux.Handle("/loops/", s.Scheduler.Handler())
+	}
+	if cfg.Traces != nil {
+		traces := (&policyhttp.Gate{Auth: s.auth}).Authenticated(cfg.Traces)
+		mux.Handle("/traces", traces)
+		mux.Handle("/traces/", traces)
+	}
+	// The people with the approve role decide here the calls that wait for them.
+	approvals, err := approvalhttp.New(approvalhttp.Config{Store: s.approvals, Log: s.log, Decider: s.Policy.Enforcer(approvalhttp.Point),
+		Auth: s.auth, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/approvals", approvals.Handler())
+	mux.Handle("/approvals/", approvals.Handler())
+	// Budget usage and top-ups: the policy's budget ledger is every part's, so a top-up here is
+	// seen by all of them at once.
+	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: s.Policy.Enforcer(budgethttp.Point), Auth: s.auth, Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle("/budgets", budgets.Handler())
+	mux.Handle("/budgets/", budgets.Handler())
+	if cfg.Audit {
+		// The audit API logs its own decisions in the log it serves.
+		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		ah := audit.Handler()
+		mux.Handle("/audit/", ah)
+		mux.Handle("/ui", ah)
+		mux.Handle("/ui/", ah)
+	}
+	return mux, nil
 }
 
 // loopback is the address this process calls itself at: a wildcard listen address is reached
@@ -230,18 +286,6 @@ func loopback(a *net.TCPAddr) string {
 	return net.JoinHostPort(ip.String(), fmt.Sprint(a.Port))
 }
 
-// authenticated lets only authenticated callers through.
-func (s *Stack) authenticated(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := s.auth.Authenticate(r); err != nil {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-			http.Error(w, err.Error(), http.StatusUnauthorized)
-			return
-		}
-		next.ServeHTTP(w, r)
-	})
-}
-
 // URL is the address the stack serves at (http://host:port).
 func (s *Stack) URL() string { return "http://" + loopback(s.ln.Addr().(*net.TCPAddr)) }
 
@@ -251,7 +295,7 @@ func (s *Stack) Addr() string { return s.ln.Addr().String() }
 // Log is the decision log.
 func (s *Stack) Log() *decisionlog.Log { return s.log }
 
-// Deploy deploys a build to the gateway and agentd.
+// Deploy deploys a build to the gateway, and so to every part of the stack.
 func (s *Stack) Deploy(ctx context.Context, m *manifest.Manifest, hash string, bundle []byte) error {
 	return s.Gateway.Deploy(ctx, m, hash, bundle)
 }

@@ -1,0 +1,108 @@
+package enforce
+
+import (
+	"log/slog"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/budget"
+	"github.com/lush-agents/lush/policies/decisionlog"
+)
+
+// Config is what a process's Policy is made of: what every decision of the process is logged
+// with, and where.
+type Config struct {
+	Environment string // passed to the policy as input.environment
+	Instance    string // labels.id of log events: which replica decided (default: host name)
+	Version     string // labels.version
+	Log         *decisionlog.Log
+	Metrics     *telemetry.Metrics // optional
+	Logger      *slog.Logger       // optional: completions that could not be logged
+
+	// Clock is the time rate limits are measured by (default time.Now); tests set it.
+	Clock func() time.Time
+	// MaxRateBuckets bounds the token buckets each enforcer keeps for per-principal rate limits
+	// (default DefaultMaxRateBuckets); idle buckets are dropped first.
+	MaxRateBuckets int
+	// Budgets is the budget ledger (lush.yaml budgets) of every enforcer of the policy, so that
+	// their calls cannot overspend together. Nil: a ledger of the policy's own over Log.
+	Budgets *budget.Ledger
+}
+
+// Policy is the policy a process decides with: the engine of its deployed build, the budget
+// ledger and what decisions are logged with, shared by every enforcement point of the process
+// (Enforcer). Deploying a build to the whole process is one call, Set. It is safe for concurrent
+// use.
+type Policy struct {
+	cfg     Config
+	current atomic.Pointer[build]
+}
+
+// build is a deployed policy engine and what the enforcers read from it once.
+type build struct {
+	engine  *authz.Engine
+	budgets []budget.Budget
+}
+
+// NewPolicy returns a policy without an engine: until Set, every call is denied.
+func NewPolicy(cfg Config) *Policy {
+	if cfg.Instance == "" {
+		cfg.Instance, _ = os.Hostname()
+	}
+	if cfg.Budgets == nil && cfg.Log != nil {
+		cfg.Budgets = budget.New(cfg.Log)
+	}
+	return &Policy{cfg: cfg}
+}
+
+// Set makes eng the policy of every enforcer of p, for the calls that start from now on.
+func (p *Policy) Set(eng *authz.Engine) {
+	p.current.Store(&build{engine: eng, budgets: budget.FromEngine(eng)})
+}
+
+// Engine returns the current policy engine (nil before the first Set).
+func (p *Policy) Engine() *authz.Engine {
+	if b := p.current.Load(); b != nil {
+		return b.engine
+	}
+	return nil
+}
+
+// Environment is the environment name passed to the policy.
+func (p *Policy) Environment() string { return p.cfg.Environment }
+
+// Log is the decision log every decision of p is recorded in.
+func (p *Policy) Log() *decisionlog.Log { return p.cfg.Log }
+
+// Enforcer returns an enforcer that decides with p at enforcement point point (such as
+// "mcp-gateway"), its name in decision-log events and metrics.
+func (p *Policy) Enforcer(point string) *Enforcer {
+	return &Enforcer{policy: p, point: point}
+}
+
+// completionFailed counts and reports a completion that could not be logged.
+func (p *Policy) completionFailed(id string, err error) {
+	if p.cfg.Metrics != nil {
+		p.cfg.Metrics.LogWriteFailures.Inc()
+	}
+	if p.cfg.Logger != nil {
+		p.cfg.Logger.Error("decision log: completion not recorded", "decision_id", id, "error", err)
+	}
+}
+
+// Policy is the policy the enforcer decides with.
+func (e *Enforcer) Policy() *Policy { return e.policy }
+
+// PrincipalOf is the input.principal of a call by caller: its id and groups (an empty list,
+// never null, when it has none).
+func PrincipalOf(caller identity.Caller) authz.Principal {
+	groups := caller.Groups
+	if groups == nil {
+		groups = []string{}
+	}
+	return authz.Principal{ID: caller.ID, Groups: groups}
+}
