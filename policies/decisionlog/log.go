@@ -140,8 +140,7 @@ func (r *request) answer(err error) {
 // Open opens (creating it, its directories and its schema if needed) the decision log at path,
 // a SQLite file, or at a postgres:// URL, and starts its writer. Close stops it.
 func Open(ctx context.Context, path string, opts ...Option) (*Log, error) {
-	cfg := config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
-		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute, retentionChunk: defaultRetentionChunk}
+	cfg := defaultConfig()
 	if IsPostgres(path) {
 		// Replicas sharing the database each write their own chain unless told otherwise.
 		if host, err := os.Hostname(); err == nil && host != "" && len(host) <= 128 {

@@ -29,6 +29,17 @@ type config struct {
 	retentionChunk  int
 }
 
+// defaultConfig is the config of a log opened without options (but Open names a PostgreSQL
+// log's partition after its host).
+func defaultConfig() config {
+	return config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
+		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute, retentionChunk: defaultRetentionChunk}
+}
+
+// defaultRetentionChunk bounds the rows of each table one retention pass deletes, so that a
+// large expired segment is deleted over several transactions and writes go on between them.
+const defaultRetentionChunk = 2000
+
 // Partition sets the hash chain partition this log writes (default DefaultPartition). Writers
 // sharing a partition extend one chain, one transaction at a time; give each gateway replica
 // its own partition on a shared PostgreSQL store so that they do not wait on each other.
@@ -141,7 +152,3 @@ func Clock(now func() time.Time) Option {
 		return nil
 	}
 }
-
-// defaultRetentionChunk bounds the rows of each table one retention pass deletes, so that a
-// large expired segment is deleted over several transactions and writes go on between them.
-const defaultRetentionChunk = 2000
