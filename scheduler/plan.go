@@ -17,6 +17,8 @@ import (
 // downtime; the earliest one recorded says how many more were missed.
 const maxSkipRecords = 100
 
+// claimedRun is a firing this instance claimed, with its loop and the build the loop comes
+// from: what start runs.
 type claimedRun struct {
 	firing   Firing
 	loop     *loopState
@@ -80,7 +82,8 @@ func (s *Scheduler) tick(ctx context.Context, now time.Time) ([]claimedRun, erro
 	return claimed, err
 }
 
-// plan is tick's transaction.
+// plan is tick's transaction: it records the candidates' firings due by now, then claims the
+// live firings this instance may run now.
 // mine are the firings this instance runs: they count as running even if a slow renewal let
 // their lease lapse, and are never claimed again.
 func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*loopState, candidates []*loopState,
@@ -106,103 +109,143 @@ func (s *Scheduler) plan(ctx context.Context, now time.Time, loops map[string]*l
 	if err != nil {
 		return nil, fmt.Errorf("read running firings: %w", err)
 	}
-	running := map[string]int{}
-	held := func(f Firing) bool {
-		return f.Status == StatusRunning && (f.leaseUntil.After(now) || f.Owner == s.cfg.Instance && mine[keyOf(f)])
-	}
+	c := &claimer{s: s, tx: tx, now: now, loops: loops, mine: mine, revision: revision, running: map[string]int{}, budget: budget}
 	for _, f := range runningRows {
-		if held(f) {
-			running[f.Loop]++
+		if c.held(f) {
+			c.running[f.Loop]++
 		}
 	}
-	var claimed []claimedRun
-	handle := func(f Firing) error {
-		ls, ok := loops[f.Loop]
-		if !ok {
-			return nil // a loop of another build (a rollout in progress): its scheduler runs it
-		}
-		if f.Status == StatusRunning {
-			if held(f) {
-				return nil
-			}
-			if f.Attempts >= s.cfg.MaxAttempts {
-				msg := fmt.Sprintf("abandoned: the scheduler running it stopped %d times without finishing (last: %s)", f.Attempts, f.Owner)
-				if err := s.store.closeLive(ctx, tx, &f, StatusFailed, now, msg); err != nil {
-					return fmt.Errorf("close firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
-				}
-				s.observe(ls, f)
-				return nil
-			}
-		}
-		switch {
-		case running[f.Loop] < ls.limit && budget > 0:
-			if err := s.store.claim(ctx, tx, &f, s.cfg.Instance, now, now.Add(s.cfg.Lease)); err != nil {
-				return fmt.Errorf("claim firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
-			}
-			running[f.Loop]++
-			budget--
-			claimed = append(claimed, claimedRun{firing: f, loop: ls, revision: revision})
-		case running[f.Loop] >= ls.limit && !ls.queue && f.Status == StatusPending:
-			msg := fmt.Sprintf("overlap: %d firing(s) of this loop were still running (concurrency %d, overlap: skip)", running[f.Loop], ls.limit)
-			if err := s.store.closeLive(ctx, tx, &f, StatusSkipped, now, msg); err != nil {
-				return fmt.Errorf("skip firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
-			}
-			s.observe(ls, f)
-		}
-		return nil
-	}
-	// The live firings in order (oldest first, then by loop name), a page at a time while this
-	// instance may claim more.
-	last := firingKey{at: math.MinInt64} // the last firing read
-	exhausted := false
-	for budget > 0 && !exhausted {
-		n := budget + len(runningRows) + 32 // enough for the budget, unless loops are at their limit
-		page, err := s.store.live(ctx, tx, last, n)
-		if err != nil {
-			return nil, fmt.Errorf("read live firings: %w", err)
-		}
-		exhausted = len(page) < n
-		for _, f := range page {
-			if err := handle(f); err != nil {
-				return nil, err
-			}
-			last = keyOf(f)
-		}
+	last, exhausted, err := c.claimLive(ctx, len(runningRows))
+	if err != nil {
+		return nil, err
 	}
 	if !exhausted {
 		// No more claims: of the live firings not read, the only ones this tick changes are the
 		// pending firings of loops at their limit (skipped), and running ones given up on.
-		beyond := func(f Firing) bool {
-			k := keyOf(f)
-			return k.at > last.at || k.at == last.at && k.loop > last.loop
-		}
-		for _, f := range runningRows {
-			if beyond(f) && !held(f) && f.Attempts >= s.cfg.MaxAttempts {
-				if err := handle(f); err != nil {
-					return nil, err
-				}
-			}
-		}
-		pending, err := s.store.pendingOfRunning(ctx, tx)
-		if err != nil {
-			return nil, fmt.Errorf("read pending firings: %w", err)
-		}
-		slices.SortFunc(pending, func(a, b Firing) int {
-			return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Loop, b.Loop))
-		})
-		pending = slices.CompactFunc(pending, func(a, b Firing) bool { return keyOf(a) == keyOf(b) })
-		for _, f := range pending {
-			if beyond(f) {
-				if err := handle(f); err != nil {
-					return nil, err
-				}
-			}
+		if err := c.settleUnread(ctx, last, runningRows); err != nil {
+			return nil, err
 		}
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, fmt.Errorf("commit: %w", err)
 	}
-	return claimed, nil
+	return c.claimed, nil
+}
+
+// claimer claims live firings within one tick's transaction (plan's): it counts the firings
+// running per loop and what this instance may still claim, and collects what it claimed.
+type claimer struct {
+	s        *Scheduler
+	tx       *sql.Tx
+	now      time.Time
+	loops    map[string]*loopState
+	mine     map[firingKey]bool // the firings this instance runs (see plan)
+	revision string
+	running  map[string]int // the held firings (see held) per loop
+	budget   int            // how many more firings this instance may claim
+	claimed  []claimedRun
+}
+
+// held reports whether f is running and still held: its lease has not expired, or this
+// instance runs it.
+func (c *claimer) held(f Firing) bool {
+	return f.Status == StatusRunning && (f.leaseUntil.After(c.now) || f.Owner == c.s.cfg.Instance && c.mine[keyOf(f)])
+}
+
+// claimLive handles the live firings in order (oldest first, then by loop name), a page at a
+// time while this instance may claim more. nRunning is the number of running firings. It
+// returns the last firing read, and whether every live firing was read.
+func (c *claimer) claimLive(ctx context.Context, nRunning int) (firingKey, bool, error) {
+	last := firingKey{at: math.MinInt64} // the last firing read
+	exhausted := false
+	for c.budget > 0 && !exhausted {
+		n := c.budget + nRunning + 32 // enough for the budget, unless loops are at their limit
+		page, err := c.s.store.live(ctx, c.tx, last, n)
+		if err != nil {
+			return last, false, fmt.Errorf("read live firings: %w", err)
+		}
+		exhausted = len(page) < n
+		for _, f := range page {
+			if err := c.handle(ctx, f); err != nil {
+				return last, false, err
+			}
+			last = keyOf(f)
+		}
+	}
+	return last, exhausted, nil
+}
+
+// settleUnread handles, of the live firings after last (those claimLive did not read), the ones
+// a tick changes without claiming them: running firings given up on, and pending firings of
+// loops at their limit. runningRows are the running firings.
+func (c *claimer) settleUnread(ctx context.Context, last firingKey, runningRows []Firing) error {
+	beyond := func(f Firing) bool {
+		k := keyOf(f)
+		return k.at > last.at || k.at == last.at && k.loop > last.loop
+	}
+	for _, f := range runningRows {
+		if beyond(f) && !c.held(f) && f.Attempts >= c.s.cfg.MaxAttempts {
+			if err := c.handle(ctx, f); err != nil {
+				return err
+			}
+		}
+	}
+	pending, err := c.s.store.pendingOfRunning(ctx, c.tx)
+	if err != nil {
+		return fmt.Errorf("read pending firings: %w", err)
+	}
+	slices.SortFunc(pending, func(a, b Firing) int {
+		return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Loop, b.Loop))
+	})
+	pending = slices.CompactFunc(pending, func(a, b Firing) bool { return keyOf(a) == keyOf(b) })
+	for _, f := range pending {
+		if beyond(f) {
+			if err := c.handle(ctx, f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// handle settles one live firing: it claims it while its loop is below its limit and this
+// instance may claim more, skips it when its loop is at its limit and does not queue, and gives
+// up on a running firing that is no longer held after MaxAttempts runs. A firing of a loop not
+// in this build, or one still held, is left as it is.
+func (c *claimer) handle(ctx context.Context, f Firing) error {
+	ls, ok := c.loops[f.Loop]
+	if !ok {
+		return nil // a loop of another build (a rollout in progress): its scheduler runs it
+	}
+	if f.Status == StatusRunning {
+		if c.held(f) {
+			return nil
+		}
+		if f.Attempts >= c.s.cfg.MaxAttempts {
+			msg := fmt.Sprintf("abandoned: the scheduler running it stopped %d times without finishing (last: %s)", f.Attempts, f.Owner)
+			if err := c.s.store.closeLive(ctx, c.tx, &f, StatusFailed, c.now, msg); err != nil {
+				return fmt.Errorf("close firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+			}
+			c.s.observe(ls, f)
+			return nil
+		}
+	}
+	switch {
+	case c.running[f.Loop] < ls.limit && c.budget > 0:
+		if err := c.s.store.claim(ctx, c.tx, &f, c.s.cfg.Instance, c.now, c.now.Add(c.s.cfg.Lease)); err != nil {
+			return fmt.Errorf("claim firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+		}
+		c.running[f.Loop]++
+		c.budget--
+		c.claimed = append(c.claimed, claimedRun{firing: f, loop: ls, revision: c.revision})
+	case c.running[f.Loop] >= ls.limit && !ls.queue && f.Status == StatusPending:
+		msg := fmt.Sprintf("overlap: %d firing(s) of this loop were still running (concurrency %d, overlap: skip)", c.running[f.Loop], ls.limit)
+		if err := c.s.store.closeLive(ctx, c.tx, &f, StatusSkipped, c.now, msg); err != nil {
+			return fmt.Errorf("skip firing %s@%s: %w", f.Loop, f.ScheduledAt.Format(time.RFC3339Nano), err)
+		}
+		c.s.observe(ls, f)
+	}
+	return nil
 }
 
 // planLoop records ls's firings in (cursor, now] and moves its cursor to now. A loop seen for

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/lush-agents/lush/internal/schedule"
 )
@@ -41,25 +42,7 @@ func (s *Scheduler) execute(c claimedRun) {
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		every := s.cfg.Lease / 3
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.clock.After(every):
-			}
-			ok, err := s.store.renew(ctx, f, s.cfg.Instance, s.clock.Now().Add(s.cfg.Lease))
-			if err != nil {
-				if ctx.Err() == nil {
-					log.Warn("renew the firing's lease", "error", err)
-				}
-				continue // the store may come back before the lease ends
-			}
-			if !ok {
-				cancel(errLeaseLost)
-				return
-			}
-		}
+		s.keepLease(ctx, f, cancel, log)
 	}()
 
 	instruction := f.Instruction
@@ -93,6 +76,38 @@ func (s *Scheduler) execute(c claimedRun) {
 		log.Info("loop firing interrupted by shutdown; it will run again")
 		return
 	}
+	s.recordEnd(bg, c, out, timedOut, log)
+}
+
+// keepLease renews the lease of f, a firing this instance runs, every third of Lease until ctx
+// ends. When the store says the firing is no longer this instance's, it cancels the run with
+// errLeaseLost.
+func (s *Scheduler) keepLease(ctx context.Context, f Firing, cancel context.CancelCauseFunc, log *slog.Logger) {
+	every := s.cfg.Lease / 3
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.clock.After(every):
+		}
+		ok, err := s.store.renew(ctx, f, s.cfg.Instance, s.clock.Now().Add(s.cfg.Lease))
+		if err != nil {
+			if ctx.Err() == nil {
+				log.Warn("renew the firing's lease", "error", err)
+			}
+			continue // the store may come back before the lease ends
+		}
+		if !ok {
+			cancel(errLeaseLost)
+			return
+		}
+	}
+}
+
+// recordEnd records how a run of c's firing ended: out's status and result, or timed out; a
+// status that is not final counts as failed.
+func (s *Scheduler) recordEnd(ctx context.Context, c claimedRun, out Outcome, timedOut bool, log *slog.Logger) {
+	f := c.firing
 	f.Status, f.DecisionID, f.Response, f.Error = out.Status, out.DecisionID, out.Response, out.Error
 	f.Revision = firstNonEmpty(out.Revision, c.revision)
 	if timedOut {
@@ -102,7 +117,7 @@ func (s *Scheduler) execute(c claimedRun) {
 		f.Status = StatusFailed
 	}
 	f.FinishedAt = s.clock.Now()
-	ok, err := s.store.finish(bg, f, s.cfg.Instance)
+	ok, err := s.store.finish(ctx, f, s.cfg.Instance)
 	switch {
 	case err != nil:
 		log.Error("record the end of a loop firing (it is retried when its lease expires)", "error", err)
