@@ -110,12 +110,37 @@ func (c Config) Validate() error {
 	add := func(field, format string, args ...any) {
 		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
 	}
+	c.validateConfigured(add)
+	validateJWTs(c.JWT, add)
+	validateAPIKeys(c.APIKeys, add)
+	if p := c.Proxy; p != nil {
+		p.validate(add)
+	}
+	if d := c.Dev; d != nil {
+		d.validate(add)
+	}
+	if d := c.Delegation; d != nil {
+		d.validate(add)
+	}
+	return errors.Join(errs...)
+}
+
+// addFunc records that a field is bad, with a message made of format and args. The checks of
+// Validate (and of EnvoyConfig.Validate) call it in the order their problems are reported.
+type addFunc = func(field, format string, args ...any)
+
+// validateConfigured checks the config as a whole: at least one authentication method is
+// configured.
+func (c Config) validateConfigured(add addFunc) {
 	if !c.Configured() {
 		add("auth", "no authentication method configured: add jwt, api_keys, trusted_proxy, delegation or (for local development) dev")
 	}
+}
 
+// validateJWTs checks each issuer of auth.jwt, and that no two of them name the same issuer.
+func validateJWTs(jwts []JWTConfig, add addFunc) {
 	issuers := map[string]int{}
-	for i, j := range c.JWT {
+	for i, j := range jwts {
 		f := fmt.Sprintf("auth.jwt[%d]", i)
 		switch {
 		case j.Issuer == "":
@@ -129,68 +154,83 @@ func (c Config) Validate() error {
 				issuers[j.Issuer] = i
 			}
 		}
-		if len(j.Audiences) == 0 {
-			add(f+".audiences", "required: list at least one audience the tokens must carry in aud")
-		}
-		for k, a := range j.Audiences {
-			if strings.TrimSpace(a) == "" {
-				add(fmt.Sprintf("%s.audiences[%d]", f, k), "empty audience")
-			}
-		}
-		hmac, asym := false, false
-		for k, a := range j.Algorithms {
-			af := fmt.Sprintf("%s.algorithms[%d]", f, k)
-			fam, ok := knownAlgorithms[a]
-			switch {
-			case strings.EqualFold(a, "none"):
-				add(af, "unsigned tokens (none) are never accepted: remove it")
-			case !ok:
-				add(af, "unknown algorithm %q: use one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, HS256, HS384, HS512", a)
-			case fam == "HMAC":
-				hmac = true
-			default:
-				asym = true
-			}
-		}
-		switch {
-		case j.JWKSURL == "" && j.KeyFile == "":
-			add(f, "set one of jwks_url or key_file")
-		case j.JWKSURL != "" && j.KeyFile != "":
-			add(f, "set only one of jwks_url and key_file")
-		case j.JWKSURL != "":
-			if err := checkJWKSURL(j.JWKSURL); err != nil {
-				add(f+".jwks_url", "%v", err)
-			}
-		}
-		if hmac && asym {
-			add(f+".algorithms", "HMAC (HS*) and public-key algorithms cannot be mixed for one issuer: the key file holds either an HMAC secret or public keys")
-		}
-		if hmac && j.JWKSURL != "" {
-			add(f+".algorithms", "HS* needs key_file with the shared secret; keys from jwks_url are never used as HMAC secrets")
-		}
-		switch j.PrincipalKind {
-		case "", string(principal.User), string(principal.ServiceAccount):
-		default:
-			add(f+".principal_kind", "%q: use user or serviceaccount", j.PrincipalKind)
-		}
-		switch {
-		case j.Leeway < 0:
-			add(f+".leeway", "must not be negative")
-		case j.Leeway > MaxLeeway:
-			add(f+".leeway", "%s is more than the maximum %s", j.Leeway, MaxLeeway)
-		}
-		switch {
-		case j.JWKSRefresh < 0:
-			add(f+".jwks_refresh", "must not be negative")
-		case j.JWKSRefresh != 0 && j.JWKSURL == "":
-			add(f+".jwks_refresh", "applies only with jwks_url")
-		case j.JWKSRefresh != 0 && j.JWKSRefresh < MinJWKSRefresh:
-			add(f+".jwks_refresh", "%s is less than the minimum %s", j.JWKSRefresh, MinJWKSRefresh)
+		j.validate(f, add)
+	}
+}
+
+// validate checks one issuer's fields other than issuer itself, named under f (auth.jwt[i]).
+func (j JWTConfig) validate(f string, add addFunc) {
+	if len(j.Audiences) == 0 {
+		add(f+".audiences", "required: list at least one audience the tokens must carry in aud")
+	}
+	for k, a := range j.Audiences {
+		if strings.TrimSpace(a) == "" {
+			add(fmt.Sprintf("%s.audiences[%d]", f, k), "empty audience")
 		}
 	}
+	hmac, asym := validateAlgorithms(f, j.Algorithms, add)
+	switch {
+	case j.JWKSURL == "" && j.KeyFile == "":
+		add(f, "set one of jwks_url or key_file")
+	case j.JWKSURL != "" && j.KeyFile != "":
+		add(f, "set only one of jwks_url and key_file")
+	case j.JWKSURL != "":
+		if err := checkJWKSURL(j.JWKSURL); err != nil {
+			add(f+".jwks_url", "%v", err)
+		}
+	}
+	if hmac && asym {
+		add(f+".algorithms", "HMAC (HS*) and public-key algorithms cannot be mixed for one issuer: the key file holds either an HMAC secret or public keys")
+	}
+	if hmac && j.JWKSURL != "" {
+		add(f+".algorithms", "HS* needs key_file with the shared secret; keys from jwks_url are never used as HMAC secrets")
+	}
+	switch j.PrincipalKind {
+	case "", string(principal.User), string(principal.ServiceAccount):
+	default:
+		add(f+".principal_kind", "%q: use user or serviceaccount", j.PrincipalKind)
+	}
+	switch {
+	case j.Leeway < 0:
+		add(f+".leeway", "must not be negative")
+	case j.Leeway > MaxLeeway:
+		add(f+".leeway", "%s is more than the maximum %s", j.Leeway, MaxLeeway)
+	}
+	switch {
+	case j.JWKSRefresh < 0:
+		add(f+".jwks_refresh", "must not be negative")
+	case j.JWKSRefresh != 0 && j.JWKSURL == "":
+		add(f+".jwks_refresh", "applies only with jwks_url")
+	case j.JWKSRefresh != 0 && j.JWKSRefresh < MinJWKSRefresh:
+		add(f+".jwks_refresh", "%s is less than the minimum %s", j.JWKSRefresh, MinJWKSRefresh)
+	}
+}
 
+// validateAlgorithms checks an issuer's algorithms, named under f (auth.jwt[i]), and reports
+// whether they include HMAC (HS*) and public-key ones.
+func validateAlgorithms(f string, algorithms []string, add addFunc) (hmac, asym bool) {
+	for k, a := range algorithms {
+		af := fmt.Sprintf("%s.algorithms[%d]", f, k)
+		fam, ok := knownAlgorithms[a]
+		switch {
+		case strings.EqualFold(a, "none"):
+			add(af, "unsigned tokens (none) are never accepted: remove it")
+		case !ok:
+			add(af, "unknown algorithm %q: use one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA, HS256, HS384, HS512", a)
+		case fam == "HMAC":
+			hmac = true
+		default:
+			asym = true
+		}
+	}
+	return hmac, asym
+}
+
+// validateAPIKeys checks each key of auth.api_keys, and that no two of them share a name or a
+// digest.
+func validateAPIKeys(keys []APIKeyConfig, add addFunc) {
 	names, digests := map[string]int{}, map[string]int{}
-	for i, k := range c.APIKeys {
+	for i, k := range keys {
 		f := fmt.Sprintf("auth.api_keys[%d]", i)
 		if k.Name == "" {
 			add(f+".name", "required (it names the key in logs)")
@@ -215,63 +255,65 @@ func (c Config) Validate() error {
 		checkPrincipal(add, f+".principal", k.Principal)
 		checkGroups(add, f+".groups", k.Groups)
 	}
-
-	if p := c.Proxy; p != nil {
-		f := "auth.trusted_proxy"
-		if len(p.Trusted) == 0 {
-			add(f+".trusted", "required: list the addresses (IPs or CIDRs) of the proxies whose headers are believed")
-		}
-		for i, t := range p.Trusted {
-			pf, err := parseTrusted(t)
-			if err != nil {
-				add(fmt.Sprintf("%s.trusted[%d]", f, i), "%v", err)
-			} else if pf.Bits() == 0 {
-				add(fmt.Sprintf("%s.trusted[%d]", f, i), "%s trusts every address: list the proxies' addresses", t)
-			}
-		}
-		h, g := headerOr(p.Header, DefaultProxyHeader), headerOr(p.GroupsHeader, DefaultProxyGroupsHeader)
-		for _, x := range []struct{ field, name string }{{f + ".header", h}, {f + ".groups_header", g}} {
-			switch {
-			case !validHeaderName(x.name):
-				add(x.field, "%q is not a valid HTTP header name", x.name)
-			case reservedHeaders[x.name]:
-				add(x.field, "%s is reserved: choose another header", x.name)
-			}
-		}
-		if h == g {
-			add(f+".groups_header", "must differ from header (%s)", h)
-		}
-	}
-
-	if d := c.Dev; d != nil {
-		checkPrincipal(add, "auth.dev.principal", d.Principal)
-		checkGroups(add, "auth.dev.groups", d.Groups)
-	}
-
-	if d := c.Delegation; d != nil {
-		f := "auth.delegation"
-		if len(d.PublicKeys) == 0 && len(d.Keys) == 0 {
-			add(f+".public_keys", "required: list the files with agentd's Ed25519 public keys (lushctl writes them next to the private key)")
-		}
-		for i, k := range d.PublicKeys {
-			if strings.TrimSpace(k) == "" {
-				add(fmt.Sprintf("%s.public_keys[%d]", f, i), "empty file name")
-			}
-		}
-		switch {
-		case d.MaxTTL < 0:
-			add(f+".max_ttl", "must not be negative")
-		case d.MaxTTL > MaxDelegationTTL:
-			add(f+".max_ttl", "%s is more than the maximum %s: delegation tokens are short-lived", d.MaxTTL, MaxDelegationTTL)
-		}
-		if d.Audience != "" && strings.TrimSpace(d.Audience) != d.Audience {
-			add(f+".audience", "has surrounding whitespace")
-		}
-	}
-	return errors.Join(errs...)
 }
 
-func checkPrincipal(add func(string, string, ...any), field, s string) {
+// validate checks auth.trusted_proxy.
+func (p ProxyConfig) validate(add addFunc) {
+	f := "auth.trusted_proxy"
+	if len(p.Trusted) == 0 {
+		add(f+".trusted", "required: list the addresses (IPs or CIDRs) of the proxies whose headers are believed")
+	}
+	for i, t := range p.Trusted {
+		pf, err := parseTrusted(t)
+		if err != nil {
+			add(fmt.Sprintf("%s.trusted[%d]", f, i), "%v", err)
+		} else if pf.Bits() == 0 {
+			add(fmt.Sprintf("%s.trusted[%d]", f, i), "%s trusts every address: list the proxies' addresses", t)
+		}
+	}
+	h, g := headerOr(p.Header, DefaultProxyHeader), headerOr(p.GroupsHeader, DefaultProxyGroupsHeader)
+	for _, x := range []struct{ field, name string }{{f + ".header", h}, {f + ".groups_header", g}} {
+		switch {
+		case !validHeaderName(x.name):
+			add(x.field, "%q is not a valid HTTP header name", x.name)
+		case reservedHeaders[x.name]:
+			add(x.field, "%s is reserved: choose another header", x.name)
+		}
+	}
+	if h == g {
+		add(f+".groups_header", "must differ from header (%s)", h)
+	}
+}
+
+// validate checks auth.dev.
+func (d DevConfig) validate(add addFunc) {
+	checkPrincipal(add, "auth.dev.principal", d.Principal)
+	checkGroups(add, "auth.dev.groups", d.Groups)
+}
+
+// validate checks auth.delegation.
+func (d DelegationConfig) validate(add addFunc) {
+	f := "auth.delegation"
+	if len(d.PublicKeys) == 0 && len(d.Keys) == 0 {
+		add(f+".public_keys", "required: list the files with agentd's Ed25519 public keys (lushctl writes them next to the private key)")
+	}
+	for i, k := range d.PublicKeys {
+		if strings.TrimSpace(k) == "" {
+			add(fmt.Sprintf("%s.public_keys[%d]", f, i), "empty file name")
+		}
+	}
+	switch {
+	case d.MaxTTL < 0:
+		add(f+".max_ttl", "must not be negative")
+	case d.MaxTTL > MaxDelegationTTL:
+		add(f+".max_ttl", "%s is more than the maximum %s: delegation tokens are short-lived", d.MaxTTL, MaxDelegationTTL)
+	}
+	if d.Audience != "" && strings.TrimSpace(d.Audience) != d.Audience {
+		add(f+".audience", "has surrounding whitespace")
+	}
+}
+
+func checkPrincipal(add addFunc, field, s string) {
 	if s == "" {
 		add(field, "required (user:<id>, group:<name> or serviceaccount:<name>)")
 		return
@@ -281,7 +323,7 @@ func checkPrincipal(add func(string, string, ...any), field, s string) {
 	}
 }
 
-func checkGroups(add func(string, string, ...any), field string, groups []string) {
+func checkGroups(add addFunc, field string, groups []string) {
 	for i, g := range groups {
 		if err := checkGroup(g); err != nil {
 			add(fmt.Sprintf("%s[%d]", field, i), "%v", err)
