@@ -92,12 +92,12 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /audit/decisions/{id}", s.get)
 	wrongMethod := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the audit API is read-only: use GET")
+		policyhttp.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the audit API is read-only: use GET")
 	}
 	mux.HandleFunc("/audit/decisions", wrongMethod)
 	mux.HandleFunc("/audit/decisions/{id}", wrongMethod)
 	mux.HandleFunc("/audit/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions and GET /audit/decisions/{id}")
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions and GET /audit/decisions/{id}")
 	})
 	ui := UI()
 	mux.Handle("/ui", ui)
@@ -122,7 +122,7 @@ type Page struct {
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.RawQuery) > maxQueryLen {
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("the query string is longer than %d bytes: narrow the filters", maxQueryLen))
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("the query string is longer than %d bytes: narrow the filters", maxQueryLen))
 		return
 	}
 	q := r.URL.Query()
@@ -135,7 +135,7 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	f, err := ParseQuery(q, s.cfg.Now())
 	if err != nil {
 		v.Complete(decisionlog.StatusError, time.Since(start), nil, err.Error())
-		writeError(w, http.StatusBadRequest, "bad_request", err.Error())
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	// The answer is the log as it was before this read: the read's own decision, logged just
@@ -158,14 +158,14 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 		page.Decisions = []decisionlog.Record{}
 	}
 	v.Complete(decisionlog.StatusOK, time.Since(start), nil, "")
-	writeJSON(w, http.StatusOK, page)
+	policyhttp.WriteJSON(w, http.StatusOK, page)
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	args := map[string]any{"route": "GET /audit/decisions/{id}", "decision_id": id}
 	if len(id) > maxParamLen {
-		writeError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("the decision id is longer than %d bytes: use the id as the log shows it", maxParamLen))
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("the decision id is longer than %d bytes: use the id as the log shows it", maxParamLen))
 		return
 	}
 	v := s.authorize(w, r, args)
@@ -180,10 +180,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	}
 	v.Complete(decisionlog.StatusOK, time.Since(start), nil, "")
 	if rec == nil {
-		writeError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no decision %q in the log (GET /audit/decisions?decision_id=<prefix> finds one by a prefix of its id)", id))
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no decision %q in the log (GET /audit/decisions?decision_id=<prefix> finds one by a prefix of its id)", id))
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	policyhttp.WriteJSON(w, http.StatusOK, rec)
 }
 
 // find returns the decision whose id is exactly id, or nil. The log's filter matches prefixes,
@@ -212,7 +212,7 @@ func (s *Server) find(ctx context.Context, id string) (*decisionlog.Record, erro
 func (s *Server) failed(w http.ResponseWriter, v *enforce.Verdict, start time.Time, err error) {
 	s.cfg.Logger.Error("audit API: the decision log cannot be read", "decision_id", v.ID, "error", err)
 	v.Complete(decisionlog.StatusError, time.Since(start), nil, err.Error())
-	writeError(w, http.StatusInternalServerError, "log_unavailable",
+	policyhttp.WriteError(w, http.StatusInternalServerError, "log_unavailable",
 		fmt.Sprintf("the decision log cannot be read (decision %s; the server's log has the cause)", v.ID))
 }
 
@@ -229,9 +229,3 @@ func queryArgs(q map[string][]string) map[string]any {
 	}
 	return out
 }
-
-func writeError(w http.ResponseWriter, code int, kind, msg string) {
-	policyhttp.WriteError(w, code, kind, msg)
-}
-
-func writeJSON(w http.ResponseWriter, code int, v any) { policyhttp.WriteJSON(w, code, v) }

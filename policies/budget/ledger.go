@@ -23,8 +23,8 @@ const DefaultMaxAge = 3 * time.Second
 const sweepEvery = time.Minute
 
 // Ledger holds the usage of budgets, per budget, subject and period, for one process: every
-// enforcer of the process shares it (ForLog), so that concurrent calls cannot overspend. It is
-// safe for concurrent use.
+// enforcer of the process shares it (through the process's enforce.Policy), so that concurrent
+// calls cannot overspend. It is safe for concurrent use.
 type Ledger struct {
 	store  Store
 	now    func() time.Time
@@ -97,15 +97,6 @@ func New(store Store, opts ...Option) *Ledger {
 		o(l)
 	}
 	return l
-}
-
-// ledgerKey keys the ledger shared through a decision log.
-type ledgerKey struct{}
-
-// ForLog returns the ledger of everyone using log (made on first use, with opts): enforcers that
-// share a decision log share its budget usage.
-func ForLog(log *decisionlog.Log, opts ...Option) *Ledger {
-	return log.Shared(ledgerKey{}, func() any { return New(log, opts...) }).(*Ledger)
 }
 
 // Now is the ledger's clock.

@@ -81,27 +81,6 @@ type Log struct {
 	ckptDone chan struct{} // closed when the checkpointer has exited
 
 	written, failed, rejected, pending, maintFailed atomic.Int64
-
-	sharedMu sync.Mutex
-	shared   map[any]any // Shared's values
-}
-
-// Shared returns the value kept under key for everyone using this log, made by mk on first use:
-// state that belongs with the store rather than with any one of its users, such as the budget
-// ledger that caches the log's budget usage for every enforcer writing to it. key should be a
-// value of an unexported type of the caller's package.
-func (l *Log) Shared(key any, mk func() any) any {
-	l.sharedMu.Lock()
-	defer l.sharedMu.Unlock()
-	if v, ok := l.shared[key]; ok {
-		return v
-	}
-	if l.shared == nil {
-		l.shared = map[any]any{}
-	}
-	v := mk()
-	l.shared[key] = v
-	return v
 }
 
 type kind uint8

@@ -55,6 +55,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/policies/budget"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/policies/policyhttp"
@@ -185,8 +186,10 @@ func (s *Stack) open(ctx context.Context, cfg Config, gcfg gateway.Config) (err 
 	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
 		return &ConfigError{err}
 	}
+	// One budget ledger for the process: calls decided at any of its enforcement points cannot
+	// overspend together, and a top-up through the budgets API is seen by all of them at once.
 	s.Policy = enforce.NewPolicy(enforce.Config{Environment: gcfg.Environment, Instance: cfg.Instance, Version: cfg.Version,
-		Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger})
+		Log: s.log, Metrics: s.Metrics, Logger: cfg.Logger, Budgets: budget.New(s.log)})
 	return nil
 }
 
@@ -251,8 +254,7 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	}
 	mux.Handle("/approvals", approvals.Handler())
 	mux.Handle("/approvals/", approvals.Handler())
-	// Budget usage and top-ups: the policy's budget ledger is every part's, so a top-up here is
-	// seen by all of them at once.
+	// Budget usage and top-ups.
 	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: s.Policy.Enforcer(budgethttp.Point), Auth: s.auth, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
