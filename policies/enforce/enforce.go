@@ -1,7 +1,12 @@
 // Package enforce is the step every enforcement point shares: decide a call with the one policy
 // decision function, record the decision in the decision log before anything runs, and record
-// afterwards what happened. The MCP gateway, the ext_authz server and agentd all go through it, so
-// a call decided at any of them produces the same decision and the same log event.
+// afterwards what happened. The MCP gateway, the ext_authz server, agentd, the scheduler and the
+// HTTP APIs all go through it, so a call decided at any of them produces the same decision and the
+// same log event.
+//
+// A process has one Policy: the deployed build's engine, the budget ledger and what decisions are
+// logged with. Each enforcement point decides with an Enforcer made from it
+// (Policy.Enforcer(point)), so deploying a build to the whole process is one call (Policy.Set).
 //
 // If the decision cannot be recorded, the verdict denies: no decision is dropped silently.
 package enforce

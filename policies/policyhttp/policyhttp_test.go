@@ -1,0 +1,204 @@
+package policyhttp_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/decisionlog"
+	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/policies/policyhttp"
+)
+
+// callers authenticates by the X-Test-Caller header: a principal id, or "agent:<name>" for an
+// agent acting for user:alice with a delegation token. No header is a missing credential.
+type callers struct{}
+
+func (callers) Authenticate(r *http.Request) (identity.Caller, error) {
+	h := r.Header.Get("X-Test-Caller")
+	switch {
+	case h == "":
+		return identity.Caller{}, &identity.Error{Code: identity.CodeMissingCredentials, Message: "send a token"}
+	case strings.HasPrefix(h, "agent:"):
+		agent := strings.TrimPrefix(h, "agent:")
+		return identity.Caller{ID: "user:alice", Method: identity.MethodDelegation, Agent: agent, Chain: []string{"orchestrator", agent}}, nil
+	case h == "broken":
+		return identity.Caller{}, errors.New("dial tcp 10.0.0.1:443: secret internals")
+	}
+	groups := map[string][]string{"user:sec": {"group:security"}, "user:ops": {"group:ops"}}[h]
+	return identity.Caller{ID: h, Groups: groups}, nil
+}
+
+var (
+	engineOnce sync.Once
+	engine     *authz.Engine
+	engineErr  error
+)
+
+// quickstart is the policy of the quickstart project: loops with ACLs, and the audit role.
+func quickstart(t *testing.T) *authz.Engine {
+	t.Helper()
+	engineOnce.Do(func() {
+		res, err := compiler.Build(context.Background(), "../../examples/quickstart", compiler.Offline(true))
+		if err != nil || !res.OK() {
+			engineErr = errors.Join(err, errors.New("the quickstart does not build"))
+			return
+		}
+		engine, engineErr = authz.FromBytes(context.Background(), res.Bundle)
+	})
+	if engineErr != nil {
+		t.Fatal(engineErr)
+	}
+	return engine
+}
+
+// gate returns a gate deciding with the quickstart's policy (unless noPolicy) into a fresh log.
+func gate(t *testing.T, noPolicy bool) (*policyhttp.Gate, *decisionlog.Log) {
+	t.Helper()
+	log, err := decisionlog.Open(context.Background(), filepath.Join(t.TempDir(), "d.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { log.Close() })
+	policy := enforce.NewPolicy(enforce.Config{Environment: "test", Log: log})
+	if !noPolicy {
+		policy.Set(quickstart(t))
+	}
+	return &policyhttp.Gate{Auth: callers{}, Decider: policy.Enforcer("test-api"), NotFound: []string{"lush.loop.unknown"}}, log
+}
+
+type answer struct {
+	Error struct {
+		Code       string         `json:"code"`
+		Message    string         `json:"message"`
+		DecisionID string         `json:"decision_id"`
+		Reasons    []authz.Reason `json:"reasons"`
+	} `json:"error"`
+}
+
+func TestGate(t *testing.T) {
+	for _, tc := range []struct {
+		name, caller, route string
+		in                  authz.Input
+		noPolicy            bool
+		code                int
+		kind, message       string
+		decided             bool // a decision is logged
+	}{
+		{"allowed", "user:bob", "/loops/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"}, false, 200, "", "", true},
+		{"no credentials", "", "/loops/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"}, false, 401, "unauthenticated", "send a token", false},
+		{"an authenticator's internals are not shown", "broken", "/loops/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"}, false,
+			401, "unauthenticated", "authentication failed", false},
+		{"denied", "user:bob", "/loops/x", authz.Input{Action: authz.ActionLoopTrigger, Loop: "weekday-digest"}, false, 403, "forbidden", "", true},
+		{"unknown", "user:bob", "/loops/x", authz.Input{Action: authz.ActionLoopRead, Loop: "nope"}, false, 404, "not_found", "nope", true},
+		{"no policy", "user:bob", "/loops/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"}, true, 503, "policy_error", "no policy", true},
+		{"a role", "user:sec", "/loops/x", authz.Input{Action: authz.ActionAuditRead}, false, 200, "", "", true},
+		{"without the role", "user:bob", "/loops/x", authz.Input{Action: authz.ActionAuditRead}, false, 403, "forbidden", "", true},
+		{"an agent for its principal", "agent:researcher", "/agents/researcher/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"},
+			false, 200, "", "", true},
+		{"an agent's token at another agent's route", "agent:researcher", "/agents/orchestrator/x", authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"},
+			false, 403, "forbidden", "researcher", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, log := gate(t, tc.noPolicy)
+			var got *enforce.Verdict
+			mux := http.NewServeMux()
+			handler := g.Authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if got = g.Allow(w, r, tc.in, "doing it"); got != nil {
+					got.Complete(decisionlog.StatusOK, 0, nil, "")
+					w.WriteHeader(200)
+				}
+			}))
+			mux.Handle("/agents/{agent}/x", handler)
+			mux.Handle("/loops/x", handler)
+			req := httptest.NewRequest("GET", tc.route, nil)
+			if tc.caller != "" {
+				req.Header.Set("X-Test-Caller", tc.caller)
+			}
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, req)
+			if rec.Code != tc.code {
+				t.Fatalf("status %d, want %d: %s", rec.Code, tc.code, rec.Body)
+			}
+			if tc.code == 401 && rec.Header().Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if tc.code != 200 {
+				var a answer
+				if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+					t.Fatalf("answer %s: %v", rec.Body, err)
+				}
+				if a.Error.Code != tc.kind || !strings.Contains(a.Error.Message, tc.message) || strings.Contains(rec.Body.String(), "internals") {
+					t.Errorf("answer %s, want code %s and a message with %q", rec.Body, tc.kind, tc.message)
+				}
+				if tc.decided && (a.Error.DecisionID == "" || a.Error.DecisionID != rec.Header().Get(policyhttp.HeaderDecisionID)) {
+					t.Errorf("refusal %s without its decision id (header %q)", rec.Body, rec.Header().Get(policyhttp.HeaderDecisionID))
+				}
+			}
+			log.Sync(context.Background())
+			recs, err := log.Query(context.Background(), decisionlog.Filter{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.decided != (len(recs) == 1) {
+				t.Fatalf("%d decisions logged, want a decision: %v", len(recs), tc.decided)
+			}
+			if !tc.decided {
+				return
+			}
+			ev := recs[0].Event
+			if ev.Point != "test-api" || ev.Action != tc.in.Action || ev.Environment != "test" {
+				t.Errorf("logged %+v", ev)
+			}
+			if strings.HasPrefix(tc.caller, "agent:") && (ev.Principal != "user:alice" || ev.Agent != "researcher" || len(ev.Chain) != 2) {
+				t.Errorf("an agent's request is logged as principal %s, agent %q, chain %v", ev.Principal, ev.Agent, ev.Chain)
+			}
+			if (tc.code == 200) != (got != nil) {
+				t.Errorf("Allow returned %v for status %d", got, tc.code)
+			}
+		})
+	}
+}
+
+// Authorize authenticates and decides in one step; a custom WriteRefusal answers refusals, with
+// the authentication error itself for a 401.
+func TestAuthorizeAndWriteRefusal(t *testing.T) {
+	g, _ := gate(t, false)
+	var refusals []policyhttp.Refusal
+	g.WriteRefusal = func(w http.ResponseWriter, r policyhttp.Refusal) {
+		refusals = append(refusals, r)
+		w.WriteHeader(r.Status)
+	}
+	in := authz.Input{Action: authz.ActionLoopTrigger, Loop: "weekday-digest"}
+	for _, tc := range []struct {
+		caller string
+		code   int
+	}{{"", 401}, {"user:bob", 403}, {"user:ops", 200}} {
+		req := httptest.NewRequest("POST", "/loops/weekday-digest/trigger", nil)
+		if tc.caller != "" {
+			req.Header.Set("X-Test-Caller", tc.caller)
+		}
+		rec := httptest.NewRecorder()
+		v, caller := g.Authorize(rec, req, in, "triggering a loop")
+		if (v != nil) != (tc.code == 200) || tc.code == 200 && (rec.Code != 200 || caller.ID != "user:ops" || !v.Recorded) {
+			t.Errorf("%q: verdict %v, caller %+v, status %d", tc.caller, v, caller, rec.Code)
+		}
+		if v == nil && rec.Code != tc.code {
+			t.Errorf("%q: status %d, want %d", tc.caller, rec.Code, tc.code)
+		}
+	}
+	var ie *identity.Error
+	if len(refusals) != 2 || !errors.As(refusals[0].Err, &ie) || ie.Code != identity.CodeMissingCredentials ||
+		refusals[1].Verdict == nil || refusals[1].Code != "forbidden" || len(refusals[1].Reasons) == 0 {
+		t.Errorf("refusals: %+v", refusals)
+	}
+}
