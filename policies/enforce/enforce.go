@@ -129,12 +129,18 @@ type Precondition func(ctx context.Context) error
 const RulePrecondition = "lush.precondition.failed"
 
 // An Option changes how one decision is made.
-type Option func(*decision)
+type Option func(*options)
+
+// options are what a decision's Options set.
+type options struct {
+	pre   Precondition
+	extra []decisionlog.Charge // WithCharges
+}
 
 // WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and
 // its error turns the decision into a denial, recorded as such.
 func WithPrecondition(pre Precondition) Option {
-	return func(d *decision) { d.pre = pre }
+	return func(o *options) { o.pre = pre }
 }
 
 // WithCharges makes the decision itself a change of budget usage, such as a budget top-up: when
@@ -142,15 +148,22 @@ func WithPrecondition(pre Precondition) Option {
 // transaction that records it, so that the decision and the change are one entry of the log, or
 // neither.
 func WithCharges(charges []decisionlog.Charge) Option {
-	return func(d *decision) { d.extra = charges }
+	return func(o *options) { o.extra = charges }
+}
+
+func apply(opts []Option) options {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return o
 }
 
 // decision is one call on its way through Decide: its input and options, and what was reserved
 // for it.
 type decision struct {
-	in    authz.Input
-	pre   Precondition
-	extra []decisionlog.Charge // WithCharges
+	in authz.Input
+	options
 
 	engine    *authz.Engine
 	budgets   []budget.Budget     // the build's budgets
@@ -166,18 +179,18 @@ type decision struct {
 // back (settle).
 func (e *Enforcer) Decide(ctx context.Context, in authz.Input, opts ...Option) *Verdict {
 	start := time.Now()
-	d := &decision{in: in}
-	for _, o := range opts {
-		o(d)
+	d := decision{in: in} // on the stack: its options are applied apart
+	if len(opts) > 0 {
+		d.options = apply(opts)
 	}
 	d.in.Environment = e.policy.cfg.Environment
 	if b := e.policy.current.Load(); b != nil {
 		d.engine, d.budgets = b.engine, b.budgets
 	}
-	e.reserve(ctx, d)
-	v := e.decide(ctx, d, start)
-	e.record(ctx, d, v)
-	e.settle(d, v)
+	e.reserve(ctx, &d)
+	v := e.decide(ctx, &d, start)
+	e.record(ctx, &d, v)
+	e.settle(&d, v)
 	e.count(d.in, v)
 	return v
 }
