@@ -167,6 +167,16 @@ func TestLayout(t *testing.T) {
 	for _, v := range violations(pkgs) {
 		t.Error(v)
 	}
+	// docs/architecture.md lists every package, each in a table row of its home.
+	doc, err := os.ReadFile("../docs/architecture.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p := range pkgs {
+		if !strings.Contains(string(doc), "| `"+p+"` |") {
+			t.Errorf("docs/architecture.md does not list package %s: add a row | `%s` | its job |", p, p)
+		}
+	}
 	// The root holds the homes and no Go code of its own.
 	entries, err := os.ReadDir("..")
 	if err != nil {
