@@ -26,7 +26,7 @@ FUZZTIME     ?= 30s
 BENCH        ?= .
 BENCHCOUNT   ?= 6
 
-.PHONY: build test test-vault vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool postgres chromium clean help
+.PHONY: build test test-vault stress vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool postgres chromium clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -77,6 +77,17 @@ chromium: ## install Chromium (apt-get) for the UI's browser test, unless it is 
 test: node-tools opa-tool postgres chromium vet ## run every test (race detector on), golden files, Rego tests and fuzz seeds
 	$(GO) test -race -timeout $(TEST_TIMEOUT) ./...
 	$(GO) mod tidy -diff
+
+# The flake hunt (docs/testing.md): the whole suite STRESS_COUNT times with the race detector
+# while a loop of full rebuilds keeps every core busy, then the concurrent packages at -cpu 1,2,4.
+STRESS_COUNT ?= 5
+STRESS_PKGS  ?= ./policies/decisionlog ./policies/enforce ./policies/budget ./policies/approval ./scheduler ./gateway \
+	./mesh/extauthz ./internal/upstream ./internal/mcphttp ./agentd ./cmd/lushctl/stack
+stress: node-tools opa-tool postgres chromium ## run every test STRESS_COUNT times under load, then the concurrent packages at -cpu 1,2,4
+	setsid bash -c 'while :; do $(GO) build -a -o /dev/null ./cmd/lushctl >/dev/null 2>&1; done' & load=$$!; \
+	trap 'kill -- -$$load 2>/dev/null' EXIT; \
+	$(GO) test -race -count $(STRESS_COUNT) -timeout 90m ./... && \
+	$(GO) test -race -count 2 -cpu 1,2,4 -timeout 60m $(STRESS_PKGS)
 
 test-vault: ## the Vault integration tests against a real Vault: VAULT_ADDR=… VAULT_TOKEN=… make test-vault
 	@if [ -z "$${VAULT_ADDR:-}" ] || [ -z "$${VAULT_TOKEN:-}" ]; then echo "set VAULT_ADDR and VAULT_TOKEN (a token that may write secret/ and create tokens)"; exit 2; fi
