@@ -126,9 +126,15 @@ func docCommands(docs []docFile) []docCommand {
 					}
 				}
 			case "":
+				synopsis := -1 // the synopsis an indented line continues
 				for _, l := range b.lines {
 					if rest, ok := strings.CutPrefix(strings.TrimSpace(l.text), "lushctl "); ok {
 						out = append(out, docCommand{where: l.where, args: strings.Fields(rest), synopsis: true})
+						synopsis = len(out) - 1
+					} else if synopsis >= 0 && strings.HasPrefix(l.text, " ") {
+						out[synopsis].args = append(out[synopsis].args, strings.Fields(l.text)...)
+					} else {
+						synopsis = -1
 					}
 				}
 			}
@@ -381,7 +387,7 @@ func TestDocumentedCommandsExtraction(t *testing.T) {
 		"lushctl build && lushctl deploy $(lushctl build -q)   # build, then deploy\n" +
 		"echo 'Q3? # not a comment' | GOOGLE_API_KEY=… lushctl chat researcher examples/quickstart \\\n  --provider scripted\n" +
 		"```\n```console\n$ lushctl build --bogus\nlushctl: unknown flag: --bogus\nRun 'lushctl --help' for usage.\n$ lushctl builds qs 2>/dev/null\n```\n" +
-		"```\nlushctl audit query [--log PATH] [--decision D]\n```\n```yaml\nx: lushctl build\n```\n"}
+		"```\nlushctl audit query [--log PATH]\n                    [--decision D]\n```\n```yaml\nx: lushctl build\n```\n"}
 	var got []string
 	for _, c := range docCommands([]docFile{doc}) {
 		got = append(got, fmt.Sprintf("%s %q %v", c.where, c.args, c.check() != nil))
