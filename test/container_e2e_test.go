@@ -163,40 +163,9 @@ func TestContainerConfiguration(t *testing.T) {
 	if img.user == "" || img.workdir == "" || len(img.volumes) != 1 || len(img.entrypoint) == 0 || len(img.healthcheck) == 0 {
 		t.Fatalf("Dockerfile: the final stage needs USER, WORKDIR, one VOLUME, ENTRYPOINT and HEALTHCHECK: %+v", img)
 	}
-	uid, gid := numericOwner(t, img.user)
+	uid, gid := volumeOwner(t, img)
 	volume := img.volumes[0]
-	owner, ok := img.chown[volume]
-	if !ok {
-		t.Fatalf("Dockerfile: nothing creates %s owned by %s: a VOLUME the image does not create is root's, and the image's user cannot write its state", volume, img.user)
-	}
-	if ou, og := numericOwner(t, owner); ou != uid || og != gid {
-		t.Fatalf("Dockerfile: %s is created owned by %s, not by the image's user %s", volume, owner, img.user)
-	}
-
-	// The container's file system: each directory traversable by the image's user.
-	root, err := os.MkdirTemp("", "lush-container-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(root) })
-	if err := os.Chmod(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	paths := hostPaths{img.workdir: filepath.Join(root, "project"), volume: filepath.Join(root, "state"),
-		img.entrypoint[0]: filepath.Join(root, "bin", "lushctl")}
-	for _, dir := range []string{filepath.Join(root, "bin"), filepath.Join(root, "tmp")} {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	os.Chmod(filepath.Join(root, "tmp"), 0o1777)
-	if err := os.Mkdir(paths.of(volume), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chown(paths.of(volume), uid, gid); err != nil {
-		t.Fatal(err)
-	}
-	installBinary(t, lushctlBin, paths.of(img.entrypoint[0]))
+	paths := containerFS(t, img, uid, gid)
 
 	// The project, built and deployed on the host (as another user), then mounted read-only.
 	project := paths.of(img.workdir)
@@ -207,7 +176,7 @@ func TestContainerConfiguration(t *testing.T) {
 	readOnly(t, project)
 
 	port := freePort(t)
-	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + project, "TMPDIR=" + filepath.Join(root, "tmp")}
+	env := []string{"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + project, "TMPDIR=" + paths.of("/tmp")}
 	for _, kv := range img.env {
 		k, v, _ := strings.Cut(kv, "=")
 		env = append(env, k+"="+paths.of(v))
@@ -240,6 +209,55 @@ func TestContainerConfiguration(t *testing.T) {
 			t.Errorf("the state volume lacks %s: %v", name, err)
 		}
 	}
+}
+
+// volumeOwner returns the image's user, and checks that the image creates its volume owned by
+// that user.
+func volumeOwner(t *testing.T, img dockerImage) (uid, gid int) {
+	t.Helper()
+	uid, gid = numericOwner(t, img.user)
+	owner, ok := img.chown[img.volumes[0]]
+	if !ok {
+		t.Fatalf("Dockerfile: nothing creates %s owned by %s: a VOLUME the image does not create is root's, and the image's user cannot write its state", img.volumes[0], img.user)
+	}
+	if ou, og := numericOwner(t, owner); ou != uid || og != gid {
+		t.Fatalf("Dockerfile: %s is created owned by %s, not by the image's user %s", img.volumes[0], owner, img.user)
+	}
+	return uid, gid
+}
+
+// containerFS makes the directories standing in for the container's (each traversable by the
+// image's user): the volume owned by uid:gid, a /tmp, and the binary; the project directory is
+// left to the caller. It returns the map from the image's paths to them.
+func containerFS(t *testing.T, img dockerImage, uid, gid int) hostPaths {
+	t.Helper()
+	root, err := os.MkdirTemp("", "lush-container-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(root) })
+	if err := os.Chmod(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	paths := hostPaths{img.workdir: filepath.Join(root, "project"), img.volumes[0]: filepath.Join(root, "state"),
+		img.entrypoint[0]: filepath.Join(root, "bin", "lushctl"), "/tmp": filepath.Join(root, "tmp")}
+	if err := os.Mkdir(filepath.Join(root, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(paths.of("/tmp"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(paths.of("/tmp"), 0o777|os.ModeSticky); err != nil { // --tmpfs /tmp
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(paths.of(img.volumes[0]), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(paths.of(img.volumes[0]), uid, gid); err != nil {
+		t.Fatal(err)
+	}
+	installBinary(t, lushctlBin, paths.of(img.entrypoint[0]))
+	return paths
 }
 
 // installBinary puts the lushctl under test at path, executable by all (the test binary's own
