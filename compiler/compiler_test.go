@@ -528,3 +528,47 @@ func TestFileToolPaths(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// An allowlisted lush:// agent that no grant lets anyone call is a warning at each allowlist entry
+// that names it (every call would be denied); the quickstart, which grants lush://researcher, has
+// none.
+func TestUngrantedAgentCall(t *testing.T) {
+	researcherGrant := "  - tool: lush://researcher\n    grants:\n      - principal: group:engineering\n        access: read\n" +
+		"      - principal: serviceaccount:digest-bot\n        access: read\n"
+	tests := []struct {
+		name    string
+		grant   string // what replaces the quickstart's grant of lush://researcher
+		warning bool
+	}{
+		{"granted", researcherGrant, false},
+		{"no grant", "", true},
+		{"a grant entry with no grants", "  - tool: lush://researcher\n    grants: []\n", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			copyTree(t, quickstart, dir, false)
+			p := filepath.Join(dir, "lush.yaml")
+			data, err := os.ReadFile(p)
+			if err != nil || !strings.Contains(string(data), researcherGrant) {
+				t.Fatalf("the quickstart's lush.yaml no longer grants lush://researcher as this test expects (%v)", err)
+			}
+			writeFile(t, dir, "lush.yaml", strings.Replace(string(data), researcherGrant, tt.grant, 1))
+			res := build(t, dir)
+			var got []string
+			for _, d := range res.Diagnostics {
+				if d.Code == "ungranted-agent" {
+					got = append(got, d.String())
+				}
+			}
+			want := []string(nil)
+			if tt.warning {
+				want = []string{"agents/orchestrator/spec.yaml:10:13: warning: no tool_grants entry grants lush://researcher to anyone: every call orchestrator makes to it is denied" +
+					" (grant it in lush.yaml: tool_grants: [{tool: lush://researcher, grants: [{principal: …, access: read}]}])"}
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("ungranted-agent diagnostics:\n%q\nwant\n%q", got, want)
+			}
+		})
+	}
+}

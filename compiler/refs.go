@@ -5,13 +5,15 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/lush-agents/lush/compiler/spec"
 	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/internal/toolref"
 )
 
 // checkReferences checks that loops name existing agents and lush:// references name existing
-// agents, and reports agent call cycles. A cycle is a warning, not an error: the call-depth limit
-// stops runaway recursion at run time, and some designs recurse on purpose.
+// agents, warns of allowlisted lush:// agents that no grant lets anyone call, and reports agent
+// call cycles. A cycle is a warning, not an error: the call-depth limit stops runaway recursion
+// at run time, and some designs recurse on purpose.
 func (b *build) checkReferences() {
 	names := b.agentNames()
 	for _, lp := range b.p.Loops {
@@ -30,6 +32,10 @@ func (b *build) checkReferences() {
 				b.l.ErrorHint(u.entry.Ref.Pos, "unknown-agent", agentHint(ti.ref.Name, names), "%s names an agent that does not exist", ti.ref)
 				continue
 			}
+			if !b.granted(ref) {
+				b.l.WarnHint(u.entry.Ref.Pos, "ungranted-agent", fmt.Sprintf("grant it in lush.yaml: tool_grants: [{tool: %s, grants: [{principal: …, access: read}]}]", ref),
+					"no tool_grants entry grants %s to anyone: every call %s makes to it is denied", ref, u.agent)
+			}
 			edges[u.agent] = append(edges[u.agent], ti.ref.Name)
 		}
 	}
@@ -44,6 +50,11 @@ func (b *build) checkReferences() {
 		b.l.WarnHint(pos, "call-cycle", fmt.Sprintf("the call-depth limit (%d) stops runaway recursion; break the cycle unless it is intended", b.maxDepth()),
 			"agent call cycle: %s", strings.Join(cycle, " → "))
 	}
+}
+
+// granted reports whether some tool_grants entry gives ref to some principal.
+func (b *build) granted(ref string) bool {
+	return slices.ContainsFunc(b.cfg.ToolGrants, func(tg spec.ToolGrant) bool { return tg.Tool.Value == ref && len(tg.Grants) > 0 })
 }
 
 func agentHint(name string, known []string) string {

@@ -78,7 +78,7 @@ deny contains d if {
 	d := {
 		"rule": rego.metadata.rule().custom.id,
 		"message": sprintf(
-			"call chain depth %v at %s exceeds the project's max_depth of %v: shorten the chain of agent calls or raise settings.max_depth",
+			"call chain depth %v at %s exceeds the project's max_depth of %v: shorten the chain of agent calls or raise authorization.max_call_depth in lush.yaml",
 			[depth, agent_label, max_depth],
 		),
 	}

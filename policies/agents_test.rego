@@ -69,12 +69,12 @@ test_depth_limit[note] if {
 
 test_depth_message if {
 	d := decide(call(read_call, {"depth": 7}))
-	messages(d) == {"call chain depth 7 at agent \"researcher\" exceeds the project's max_depth of 5: shorten the chain of agent calls or raise settings.max_depth"}
+	messages(d) == {"call chain depth 7 at agent \"researcher\" exceeds the project's max_depth of 5: shorten the chain of agent calls or raise authorization.max_call_depth in lush.yaml"}
 }
 
 test_depth_message_without_agent if {
 	d := decide({"action": "agent/invoke", "principal": alice, "depth": 9})
-	"call chain depth 9 at the agent exceeds the project's max_depth of 5: shorten the chain of agent calls or raise settings.max_depth" in messages(d)
+	"call chain depth 9 at the agent exceeds the project's max_depth of 5: shorten the chain of agent calls or raise authorization.max_call_depth in lush.yaml" in messages(d)
 }
 
 test_max_depth_from_settings[note] if {

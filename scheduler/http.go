@@ -25,6 +25,9 @@ const maxTriggerBody = 64 << 10
 //	GET  /loops/{name}/history         the loop's firings, newest first (?limit=50&before=<RFC 3339>)
 //	POST /loops/{name}/trigger         fire the loop now: {"instruction": "...", "wait": true}
 //
+// A trigger that waits answers 102 Processing (an interim response) as soon as the firing is
+// recorded, so that a client can tell an accepted trigger that runs from one still being decided.
+//
 // Every route authenticates the caller through the process's one gate, then decides with the
 // shared policy (Options.Policy): loop/read (read or execute in the loop's acl) to list and read
 // history, loop/trigger (execute) to trigger. Each decision is in the decision log; a denial
@@ -145,6 +148,7 @@ func (s *Scheduler) trigger(w http.ResponseWriter, r *http.Request) {
 	}
 	code := http.StatusAccepted
 	if req.Wait {
+		w.WriteHeader(http.StatusProcessing) // accepted and recorded; the answer comes when the firing ends
 		if f, err = s.Wait(r.Context(), f.Loop, f.ScheduledAt); err != nil {
 			policyhttp.WriteError(w, http.StatusGatewayTimeout, "not_finished", fmt.Sprintf("the firing at %s did not finish: %v", f.ScheduledAt.Format(time.RFC3339Nano), err))
 			return

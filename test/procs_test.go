@@ -67,7 +67,18 @@ func startProc(t *testing.T, env []string, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Env = append(os.Environ(), env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return startCmd(t, cmd)
+}
+
+// startCmd starts cmd in its own process group (keeping its SysProcAttr otherwise), collecting
+// its output; it is killed (with its children) when the test ends.
+func startCmd(t *testing.T, cmd *exec.Cmd) *proc {
+	t.Helper()
+	name := cmd.Path
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 	p := &proc{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {

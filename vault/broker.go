@@ -302,7 +302,7 @@ func adapt(c Credential, d manifest.Credential, r Request) (*Credential, error) 
 	bearer := func(t string) bool { return t == TypeBearer || t == TypeOAuth }
 	if c.Type != d.Type && !(bearer(c.Type) && bearer(d.Type)) {
 		return nil, &MissingError{Tool: r.Tool, Principal: r.Principal, Type: d.Type,
-			Detail: fmt.Sprintf("the %s holds a %s credential, and lush.yaml declares %s", c.Source, c.Type, d.Type),
+			Detail: fmt.Sprintf("the %s holds %s, and lush.yaml declares %s", c.Source, ACredential(c.Type), d.Type),
 			Fixes:  []string{fmt.Sprintf("lushctl auth add %s --principal %s --type %s", r.Tool, r.Principal, d.Type)}}
 	}
 	if d.Type == TypeAPIKey && d.Header != "" {

@@ -81,7 +81,7 @@ func TestLookupFromFile(t *testing.T) {
 		{"declared, nothing stored", notes, "user:ann", []string{"group:eng"}, nil, "mcp://notes.example.com/mcp needs a bearer credential for user:ann, and none is configured. Configure it with: lushctl auth add mcp://notes.example.com/mcp --principal user:ann --type bearer"},
 		{"not declared for the caller, stored", notes, "user:eve", nil, func(c *vault.Credential) bool { return c.Token == "eve-token" }, ""},
 		{"not declared for the caller, nothing stored", notes, "user:zed", nil, nil, "declares credentials for mcp://notes.example.com/mcp only (group:eng, user:kim, serviceaccount:bot)"},
-		{"stored type differs from declared", notes, "user:kim", nil, nil, "holds a api_key credential, and lush.yaml declares bearer"},
+		{"stored type differs from declared", notes, "user:kim", nil, nil, "holds an api_key credential, and lush.yaml declares bearer"},
 		{"oauth serves a bearer declaration; service account from the file without Vault", notes, "serviceaccount:bot", nil, func(c *vault.Credential) bool { return c.Token == "bot-token" }, ""},
 		{"env: only declared variables", fs, "user:bob", []string{"group:eng"}, func(c *vault.Credential) bool {
 			return len(c.Env) == 1 && c.Env["FS_TOKEN"] == "fs-bob"

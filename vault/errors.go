@@ -21,12 +21,20 @@ type MissingError struct {
 	Fixes     []string // commands that would configure it: lushctl auth add …, vault kv put …
 }
 
-func (e *MissingError) Error() string {
-	kind := "a credential"
-	if e.Type != "" {
-		kind = "a " + e.Type + " credential"
+// ACredential names a credential of type typ with its article: "an oauth credential", "a bearer
+// credential"; "a credential" without a type.
+func ACredential(typ string) string {
+	switch {
+	case typ == "":
+		return "a credential"
+	case strings.ContainsRune("aeiou", rune(typ[0])):
+		return "an " + typ + " credential"
 	}
-	msg := fmt.Sprintf("%s needs %s for %s, and none is configured", e.Tool, kind, e.Principal)
+	return "a " + typ + " credential"
+}
+
+func (e *MissingError) Error() string {
+	msg := fmt.Sprintf("%s needs %s for %s, and none is configured", e.Tool, ACredential(e.Type), e.Principal)
 	if e.Detail != "" {
 		msg += " (" + e.Detail + ")"
 	}

@@ -25,7 +25,7 @@ func newApprovalsCmd() *cobra.Command {
 		Short:   "List, approve and deny the calls that wait for a person's approval",
 		Long: `Approvals talks to a running Lush server (lushctl run, serve or gateway) about the tool calls that
 wait for a person: calls the policy answered "approval required" (destructive tools by default,
-lush.yaml settings.approval_risks, or a project policy's approval rule).
+lush.yaml authorization.approval_required_for, or a project policy's approval rule).
 
 A waiting call runs once a holder of the approve role (lush.yaml roles: approve) approves it, still
 subject to the write stub; a denial, or no decision before the approval expires, refuses it with a

@@ -184,7 +184,7 @@ from the command line, where other users and shell history could see it.`,
 				return usage("--type %q is not one of %s", typ, strings.Join(vault.Types, ", "))
 			}
 			if decl != nil && decl.Type.Value != typ {
-				fmt.Fprintf(cmd.ErrOrStderr(), "warning: lush.yaml declares a %s credential for %s on %s; the gateway will refuse this %s one\n", decl.Type.Value, who, ref, typ)
+				fmt.Fprintf(cmd.ErrOrStderr(), "warning: lush.yaml declares %s for %s on %s; the gateway will refuse this %s one\n", vault.ACredential(decl.Type.Value), who, ref, typ)
 			}
 			if typ == vault.TypeEnv && len(env) == 0 && decl != nil {
 				for _, e := range decl.Env {

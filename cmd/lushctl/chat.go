@@ -162,7 +162,7 @@ func runChat(cmd *cobra.Command, agent, dir string, f *chatFlags) error {
 	if strings.TrimSpace(string(msg)) == "" {
 		return usage("stdin is empty: pipe the message to send, or run lushctl chat in a terminal")
 	}
-	res, err := chatOnce(ctx, st.Agents, agent, caller, string(msg), nil, cmd.OutOrStdout(), stderr, f.output == "text")
+	res, err := chatOnce(ctx, st.Agents, agent, caller, string(msg), nil, &lineWriter{w: cmd.OutOrStdout()}, stderr, f.output == "text")
 	if err != nil {
 		return err
 	}
@@ -215,9 +215,39 @@ func settle(ctx context.Context, gw *gateway.Gateway, w io.Writer, show bool) {
 	<-done
 }
 
+// lineWriter writes a chat's output and remembers whether the last text written left a line
+// open, so that a line of its own (a tool call) starts on a new line after streamed text.
+type lineWriter struct {
+	w    io.Writer
+	open bool // the last text written did not end its line
+}
+
+// text writes s as it comes.
+func (l *lineWriter) text(s string) {
+	if s == "" {
+		return
+	}
+	fmt.Fprint(l.w, s)
+	l.open = !strings.HasSuffix(s, "\n")
+}
+
+// line writes s on a line of its own.
+func (l *lineWriter) line(s string) {
+	l.endLine()
+	fmt.Fprintln(l.w, s)
+}
+
+// endLine ends the open line, if there is one.
+func (l *lineWriter) endLine() {
+	if l.open {
+		fmt.Fprintln(l.w)
+		l.open = false
+	}
+}
+
 // chatOnce runs one invocation, showing tool calls and the answer as they come when show is set.
 func chatOnce(ctx context.Context, a *agentd.Server, agent string, caller identity.Caller, msg string, history []model.Message,
-	stdout, stderr io.Writer, show bool) (*agentd.Result, error) {
+	stdout *lineWriter, stderr io.Writer, show bool) (*agentd.Result, error) {
 	streamed := false
 	inv := agentd.Invocation{Agent: agent, Caller: caller, Message: msg, History: history}
 	if show {
@@ -225,9 +255,9 @@ func chatOnce(ctx context.Context, a *agentd.Server, agent string, caller identi
 			switch e.Type {
 			case "text":
 				streamed = true
-				fmt.Fprint(stdout, e.Text)
+				stdout.text(e.Text)
 			case "tool_result":
-				fmt.Fprintln(stdout, toolLine(e.Tool))
+				stdout.line(toolLine(e.Tool))
 			}
 		}
 	}
@@ -240,10 +270,10 @@ func chatOnce(ctx context.Context, a *agentd.Server, agent string, caller identi
 		return nil, err
 	}
 	if show {
-		if !streamed && res.Response != "" {
-			fmt.Fprint(stdout, res.Response)
+		if !streamed {
+			stdout.text(res.Response)
 		}
-		fmt.Fprintln(stdout)
+		stdout.endLine()
 		fmt.Fprintf(stderr, "(%s: %s, %d turns, %d tool calls, tokens %d in / %d out)\n", res.ID, res.Status, res.Turns, len(res.Tools), res.Usage.Input, res.Usage.Output)
 	}
 	return res, nil
@@ -284,9 +314,11 @@ func toolLineAt(t *agentd.ToolCall, indent string) string {
 func chatInteractive(ctx context.Context, a *agentd.Server, agent string, caller identity.Caller, stdin io.Reader, stdout, stderr io.Writer) error {
 	in := bufio.NewScanner(stdin)
 	in.Buffer(make([]byte, 64<<10), 1<<20)
+	out := &lineWriter{w: stdout}
 	var history []model.Message
 	for {
-		fmt.Fprint(stdout, "you> ")
+		out.endLine()
+		fmt.Fprint(stdout, "you> ") // the user's Enter ends this line
 		if !in.Scan() {
 			fmt.Fprintln(stdout)
 			return in.Err()
@@ -302,8 +334,8 @@ func chatInteractive(ctx context.Context, a *agentd.Server, agent string, caller
 			fmt.Fprintln(stderr, "(new conversation)")
 			continue
 		}
-		fmt.Fprintf(stdout, "%s> ", agent)
-		res, err := chatOnce(ctx, a, agent, caller, line, history, stdout, stderr, true)
+		out.text(agent + "> ")
+		res, err := chatOnce(ctx, a, agent, caller, line, history, out, stderr, true)
 		if err != nil {
 			fmt.Fprintln(stderr, "lushctl:", err)
 			if ctx.Err() != nil {

@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptrace"
+	"net/textproto"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -13,6 +18,10 @@ import (
 
 	"github.com/lush-agents/lush/scheduler"
 )
+
+// firingTime is the layout of a firing's time, printed in UTC (which the output says) to the
+// millisecond.
+const firingTime = "2006-01-02 15:04:05.000"
 
 // loopClient talks to a running server's scheduler API (/loops).
 type loopClient struct{ apiClient }
@@ -23,7 +32,7 @@ func newLoopCmd() *cobra.Command {
 		Use:   "loop",
 		Short: "List, inspect and trigger loops (scheduled agent invocations) of a running server",
 		Long: `Loop talks to a running Lush server (lushctl run or lushctl serve) about its loops: the scheduled
-invocations declared in loops/<name>.yaml.
+invocations declared in loops/<name>.yaml. Times are printed in UTC (-o json: RFC 3339).
 
 Every request is authenticated (--token or LUSH_TOKEN; a dev-mode server needs none) and decided by
 the project's policy like any other call: listing and reading history need read (or execute) in the
@@ -58,13 +67,13 @@ func (c *loopClient) listCmd() *cobra.Command {
 				return writeJSON(cmd.OutOrStdout(), resp)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "LOOP\tSCHEDULE\tAGENT\tRUN AS\tNEXT\tLAST")
+			fmt.Fprintln(tw, "LOOP\tSCHEDULE\tAGENT\tRUN AS\tNEXT (UTC)\tLAST (UTC)")
 			for _, l := range resp.Loops {
 				last := "-"
 				if l.Last != nil {
-					last = fmt.Sprintf("%s %s", l.Last.Status, l.Last.ScheduledAt.Local().Format(time.DateTime))
+					last = fmt.Sprintf("%s %s", l.Last.Status, l.Last.ScheduledAt.UTC().Format(time.DateTime))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Schedule, l.Agent, l.RunAs, l.Next.Local().Format(time.DateTime), last)
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.Name, l.Schedule, l.Agent, l.RunAs, l.Next.UTC().Format(time.DateTime), last)
 			}
 			if len(resp.Loops) == 0 {
 				fmt.Fprintln(tw, "(no loops you may read)")
@@ -109,13 +118,13 @@ its restart) ran it again. decision_id is the agent/invoke decision of the run: 
 				return writeJSON(cmd.OutOrStdout(), resp)
 			}
 			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SCHEDULED\tTRIGGER\tSTATUS\tATTEMPTS\tDURATION\tDECISION\tERROR")
+			fmt.Fprintln(tw, "SCHEDULED (UTC)\tTRIGGER\tSTATUS\tATTEMPTS\tDURATION\tDECISION\tERROR")
 			for _, f := range resp.Firings {
 				dur := "-"
 				if d := f.Duration(); d > 0 {
 					dur = d.Round(time.Millisecond).String()
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.ScheduledAt.Local().Format("2006-01-02 15:04:05.000"), f.Trigger,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\n", f.ScheduledAt.UTC().Format(firingTime), f.Trigger,
 					f.Status, f.Attempts, dur, orDash(f.DecisionID), oneLine(f.Error, 80))
 			}
 			if len(resp.Firings) == 0 {
@@ -152,10 +161,11 @@ recorded. Exit code 1 when the firing did not succeed.`,
 				DecisionID string           `json:"decision_id"`
 				Firing     scheduler.Firing `json:"firing"`
 			}
+			ctx := cmd.Context()
 			if !detach {
-				fmt.Fprintf(cmd.ErrOrStderr(), "triggered %s; waiting for it to finish...\n", a[0])
+				ctx = onProcessing(ctx, func() { fmt.Fprintf(cmd.ErrOrStderr(), "triggered %s; waiting for it to finish...\n", a[0]) })
 			}
-			if err := c.do(cmd.Context(), "POST", "/loops/"+url.PathEscape(a[0])+"/trigger", body, &resp); err != nil {
+			if err := c.do(ctx, "POST", "/loops/"+url.PathEscape(a[0])+"/trigger", body, &resp); err != nil {
 				return err
 			}
 			f := resp.Firing
@@ -165,7 +175,7 @@ recorded. Exit code 1 when the firing did not succeed.`,
 				}
 			} else {
 				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "loop %s fired at %s: %s", f.Loop, f.ScheduledAt.Local().Format("2006-01-02 15:04:05.000"), f.Status)
+				fmt.Fprintf(w, "loop %s fired at %s UTC: %s", f.Loop, f.ScheduledAt.UTC().Format(firingTime), f.Status)
 				if d := f.Duration(); d > 0 {
 					fmt.Fprintf(w, " in %s", d.Round(time.Millisecond))
 				}
@@ -189,6 +199,20 @@ recorded. Exit code 1 when the firing did not succeed.`,
 	cmd.Flags().StringVar(&instruction, "instruction", "", "use this instruction instead of the loop's")
 	cmd.Flags().BoolVar(&detach, "detach", false, "return once the firing is recorded, without waiting for it")
 	return cmd
+}
+
+// onProcessing returns ctx with a client trace that calls accepted once, when the server's
+// interim answer 102 Processing says it accepted a request whose final answer will take a while
+// (a trigger that waits for its firing). A server behind a proxy that drops interim answers
+// never calls it.
+func onProcessing(ctx context.Context, accepted func()) context.Context {
+	var once sync.Once
+	return httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{Got1xxResponse: func(code int, _ textproto.MIMEHeader) error {
+		if code == http.StatusProcessing {
+			once.Do(accepted)
+		}
+		return nil
+	}})
 }
 
 // oneLine shortens s to one line of at most n characters.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -56,7 +57,8 @@ per upstream. Every resource passes its proto's ValidateAll.
 
 It follows the deployed build (lushctl deploy) and pushes a new snapshot to every connected
 sidecar on each deploy; --build serves one kept build. Every sidecar gets the same snapshot.
---print prints the resources as JSON and exits.`,
+--print prints the resources as one JSON document and exits: {"listeners": [...], "routes": [...],
+"clusters": [...]}, each resource as its proto's JSON.`,
 		Example: `  # Sidecars fetch from :18000; Lush (ext_authz over mTLS, ext_authz.tls) on lush.internal
   lushctl mesh xds --listen 0.0.0.0:18000 --ext-authz lush.internal:9191 --lush lush.internal:8080 \
     --ext-authz-tls-cert /etc/envoy/client.pem --ext-authz-tls-key /etc/envoy/client.key \
@@ -66,8 +68,8 @@ sidecar on each deploy; --build serves one kept build. Every sidecar gets the sa
   lushctl mesh xds --gateway-config gateway.yaml --tls-cert /etc/spire/svid.pem \
     --tls-key /etc/spire/svid.key --tls-ca /etc/spire/bundle.pem .
 
-  # What the sidecars would get
-  lushctl mesh xds --print examples/mesh`,
+  # What the sidecars would get: the routes' paths
+  lushctl mesh xds --print examples/mesh | jq -r '.routes[].virtual_hosts[].routes[].match'`,
 		Args: args(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error { return runMeshXDS(cmd, projectDir(a), &f) },
 	}
@@ -87,7 +89,7 @@ sidecar on each deploy; --build serves one kept build. Every sidecar gets the sa
 	fl.StringVar(&f.build, "build", "", "serve this kept build (hash or prefix) instead of following the deployed one")
 	fl.StringVar(&f.ready, "ready-file", "", "write the listening address to this file once serving (for scripts and tests)")
 	fl.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
-	fl.BoolVar(&f.print, "print", false, "print the build's resources as JSON and exit")
+	fl.BoolVar(&f.print, "print", false, "print the build's resources as one JSON document and exit")
 	return cmd
 }
 
@@ -209,21 +211,30 @@ func runMeshXDS(cmd *cobra.Command, dir string, f *meshXDSFlags) error {
 	return err
 }
 
+// xdsResources is what mesh xds --print prints: one JSON document with a build's resources by
+// type, each as its proto's JSON (with the proto field names).
+type xdsResources struct {
+	Listeners []json.RawMessage `json:"listeners"`
+	Routes    []json.RawMessage `json:"routes"`
+	Clusters  []json.RawMessage `json:"clusters"`
+}
+
 func printResources(cmd *cobra.Command, m *manifest.Manifest, o xds.Options) error {
 	res, err := xds.Resources(m, o)
 	if err != nil {
 		return &exitError{code: exitFailed, msg: err.Error()}
 	}
-	for _, typ := range []string{resource.ListenerType, resource.RouteType, resource.ClusterType} {
+	doc := xdsResources{Listeners: []json.RawMessage{}, Routes: []json.RawMessage{}, Clusters: []json.RawMessage{}}
+	for typ, dst := range map[string]*[]json.RawMessage{resource.ListenerType: &doc.Listeners, resource.RouteType: &doc.Routes, resource.ClusterType: &doc.Clusters} {
 		for _, r := range res[typ] {
 			js, err := xds.JSON(r)
 			if err != nil {
-				return err
+				return fmt.Errorf("print %s: %w", typ, err)
 			}
-			cmd.OutOrStdout().Write(js)
+			*dst = append(*dst, js)
 		}
 	}
-	return nil
+	return writeJSON(cmd.OutOrStdout(), doc)
 }
 
 type meshBootstrapFlags struct {

@@ -119,6 +119,19 @@ func TestMeshXDSAndBootstrap(t *testing.T) {
 		t.Fatalf("deploy: %s", r.stderr)
 	}
 	r = lushctl(t, "", "mesh", "xds", "--print", "--ext-authz", "unix:///run/lush/ext_authz.sock", dir)
+	// One JSON document (jq reads it), the resources under their type.
+	var doc map[string][]struct {
+		Name string `json:"name"`
+	}
+	dec := json.NewDecoder(strings.NewReader(r.stdout))
+	if err := dec.Decode(&doc); err != nil || dec.More() {
+		t.Errorf("mesh xds --print is not one JSON document (%v):\n%s", err, r.stdout)
+	}
+	for _, typ := range []string{"listeners", "routes", "clusters"} {
+		if len(doc[typ]) == 0 || doc[typ][0].Name == "" {
+			t.Errorf("mesh xds --print: no named %s in %v", typ, doc)
+		}
+	}
 	for _, want := range []string{`"name": "lush_mcp"`, `"path": "/agents/researcher/tools/notes/mcp"`, `"lush.tool": "mcp://notes.example.com/mcp"`,
 		`"prefix": "/gateway/agents/researcher/"`, `"path": "/run/lush/ext_authz.sock"`} {
 		if r.code != 0 || !strings.Contains(r.stdout, want) {

@@ -390,7 +390,7 @@ func writeDecision(w io.Writer, in authz.Input, d authz.Decision) {
 		authz.OutcomeStub:     "STUB (allowed; the write is not executed because live writes are off)",
 		authz.OutcomeApproval: "APPROVAL REQUIRED (allowed once a person approves)",
 		authz.OutcomeDeny:     "DENY",
-		authz.OutcomeError:    "DENY (the policy could not be evaluated)",
+		authz.OutcomeError:    "DENY (evaluation failed: the policy could not be evaluated)",
 	}[d.Outcome]
 	fmt.Fprintf(w, "decision: %s\n", headline)
 	who := in.Principal.ID
@@ -411,7 +411,10 @@ func writeDecision(w io.Writer, in authz.Input, d authz.Decision) {
 		if in.Tool.Name != "" {
 			action += " " + in.Tool.Name
 		}
-		fmt.Fprintf(w, "  action     %s\n  class      access %s, risk %s\n", action, d.Access, d.Risk)
+		fmt.Fprintf(w, "  action     %s\n", action)
+		if d.Outcome != authz.OutcomeError { // a failed evaluation classified nothing
+			fmt.Fprintf(w, "  class      access %s, risk %s\n", d.Access, d.Risk)
+		}
 	} else {
 		if in.Loop != "" {
 			action += " " + in.Loop

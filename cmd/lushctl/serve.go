@@ -24,6 +24,7 @@ import (
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/internal/tracestore"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/scheduler"
 )
 
@@ -44,8 +45,12 @@ agent in one process, with no file watcher. It is configured only by environment
   LUSH_BUILD                    the build to serve (hash or prefix); default: the deployed one,
                                 followed as lushctl deploy changes it
   LUSH_CONFIG                   gateway config file: auth, credentials, upstreams (docs/gateway.md)
-  LUSH_DECISION_LOG             decision log file (default <project>/.lush/decisions.db)
-  LUSH_TRACES_DB                trace database with TRACE_BACKEND=sqlite (default <project>/.lush/traces.db)
+  LUSH_DECISION_LOG             decision log file (default <project>/.lush/decisions.db); its
+                                directory is the state directory, where the traces and the
+                                scheduler's store go by default (<project>/.lush for a
+                                postgres:// log)
+  LUSH_TRACES_DB                trace database with TRACE_BACKEND=sqlite (default
+                                <state directory>/traces.db)
   LUSH_DELEGATION_KEY           Ed25519 private key (PEM) for delegation tokens; replicas that call
                                 each other's agents share it (default: a key per process)
   LUSH_LIVE_WRITES              "all" or a comma-separated list of tool references (default: none)
@@ -57,7 +62,7 @@ agent in one process, with no file watcher. It is configured only by environment
   LUSH_MODEL_PROVIDER           gemini (default) or scripted; LUSH_SCRIPTS for the scripted one
   LUSH_MAX_TURNS, LUSH_TIMEOUT  agent loop limits (default 12 turns, 5m)
   LUSH_SCHEDULER_DB             the loop scheduler's store: a SQLite file (default
-                                <project>/.lush/scheduler.db), a postgres:// URL shared by
+                                <state directory>/scheduler.db), a postgres:// URL shared by
                                 replicas, or "off" (loops do not fire in this process)
   LUSH_SCHEDULER_CATCH_UP       missed firings younger than this run after downtime (default 1h;
                                 a loop's catch_up wins)
@@ -67,6 +72,7 @@ agent in one process, with no file watcher. It is configured only by environment
                                 firings (default 2s)
 
 Authentication comes from LUSH_CONFIG's auth: section; serve refuses to start without one.
+A bad variable is exit 2; a port or a store that cannot be opened is exit 3.
 SIGTERM (or SIGINT) stops accepting requests, lets those in flight, and loop runs, finish (up to 25s) and flushes
 the decision log and the traces.`,
 		Example: `  lushctl build && lushctl deploy $(lushctl build -q)
@@ -111,7 +117,8 @@ func readServeEnv() (*serveEnv, error) {
 		e.cfg.Listen = host + ":" + port
 	}
 	e.cfg.DecisionLog = envOr("LUSH_DECISION_LOG", firstNonEmpty(e.cfg.DecisionLog, filepath.Join(e.project, ".lush", "decisions.db")))
-	e.tracesDB = envOr("LUSH_TRACES_DB", filepath.Join(e.project, ".lush", "traces.db"))
+	state := stateDir(e.project, e.cfg.DecisionLog)
+	e.tracesDB = envOr("LUSH_TRACES_DB", filepath.Join(state, "traces.db"))
 	e.cfg.Environment = envOr("LUSH_ENVIRONMENT", firstNonEmpty(e.cfg.Environment, "production"))
 	if lw := os.Getenv("LUSH_LIVE_WRITES"); lw != "" {
 		if lw == "all" {
@@ -151,7 +158,7 @@ func readServeEnv() (*serveEnv, error) {
 		}
 		e.agents.Timeout = d
 	}
-	if e.scheduler, err = schedulerFromEnv(e.project); err != nil {
+	if e.scheduler, err = schedulerFromEnv(state); err != nil {
 		return nil, err
 	}
 	if k := os.Getenv("LUSH_DELEGATION_KEY"); k != "" {
@@ -230,9 +237,20 @@ func serveTracing(ctx context.Context, e *serveEnv) (trace.TracerProvider, *trac
 	return noop.NewTracerProvider(), nil, nil
 }
 
-// schedulerFromEnv reads the scheduler's LUSH_SCHEDULER_* variables; nil means off.
-func schedulerFromEnv(project string) (*scheduler.Config, error) {
-	store := envOr("LUSH_SCHEDULER_DB", filepath.Join(project, ".lush", "scheduler.db"))
+// stateDir is where serve keeps its state by default: beside the decision log when that is a file
+// (so that a read-only project with LUSH_DECISION_LOG on a writable volume keeps every file
+// there), and the project's .lush otherwise.
+func stateDir(project, decisionLog string) string {
+	if decisionlog.IsPostgres(decisionLog) {
+		return filepath.Join(project, ".lush")
+	}
+	return filepath.Dir(decisionLog)
+}
+
+// schedulerFromEnv reads the scheduler's LUSH_SCHEDULER_* variables, the store defaulting to
+// scheduler.db in the state directory; nil means off.
+func schedulerFromEnv(state string) (*scheduler.Config, error) {
+	store := envOr("LUSH_SCHEDULER_DB", filepath.Join(state, "scheduler.db"))
 	if store == "off" {
 		return nil, nil
 	}

@@ -88,12 +88,18 @@ func writeOnce(path string, data []byte) error {
 	return writeAtomic(path, data)
 }
 
+// writeAtomic replaces path with data, readable by all: a build holds no secret, and whoever serves
+// it is often another user than the one who built it.
 func writeAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
 	if _, err := tmp.Write(data); err != nil {
 		tmp.Close()
 		return err

@@ -2,6 +2,7 @@ package buildstore
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +76,28 @@ func TestRefusesBadContent(t *testing.T) {
 	}
 	if err := s.Save(ha, a, nil); err == nil || !strings.Contains(err.Error(), "corrupt") {
 		t.Errorf("saved over an altered manifest: %v", err)
+	}
+}
+
+// A kept build is read by whoever serves it, often another user than the one who built it (a
+// container's non-root user reading a project mounted read-only): every file of the store is
+// readable by all, as the history is.
+func TestFilesReadableByOthers(t *testing.T) {
+	s := Open(t.TempDir())
+	data, hash := encoded(t, "alpha")
+	if err := s.Save(hash, data, []byte("bundle")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Deploy(hash); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{s.ManifestPath(hash), s.BundlePath(hash), filepath.Join(s.Path(), currentFile)} {
+		info, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm()&0o044 != 0o044 {
+			t.Errorf("%s has mode %v: others cannot read it", filepath.Base(path), info.Mode().Perm())
+		}
 	}
 }
