@@ -35,7 +35,7 @@ func (s *Server) LegacySSE(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MessagesPath != nil {
 		path = s.cfg.MessagesPath(endpoint)
 	}
-	s.stream(w, r, &ls.Session, func(sw *sseWriter) error {
+	s.stream(w, r, &ls.Session, true, func(sw *sseWriter) error {
 		return sw.event("endpoint", []byte(path+"?sessionId="+ls.ID))
 	})
 }
@@ -68,15 +68,19 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &Request{Session: &ls.Session, Endpoint: ls.Endpoint, Protocol: ls.Protocol, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
-	w.WriteHeader(http.StatusAccepted)
 	if !m.IsRequest() {
+		w.WriteHeader(http.StatusAccepted)
 		if m.IsNotification() {
 			s.notification(r.Context(), req)
 		}
 		return
 	}
+	if !s.startLegacy() {
+		writeStopping(w)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
 	// The request outlives this POST: run it under the server's context, answer on the stream.
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
