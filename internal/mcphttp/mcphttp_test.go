@@ -1,10 +1,12 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -122,6 +124,73 @@ func TestSessions(t *testing.T) {
 	}
 	if _, err := NewSessions([]byte("short"), 0); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// A session id that belongs to another principal is answered exactly as an unknown one (status,
+// headers, body), whatever else is true of it and whatever the request: the answer must not
+// confirm that the session exists.
+func TestAnotherPrincipalsSessionLooksUnknown(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour)
+	other, _ := NewSessions([]byte(strings.Repeat("x", 32)), time.Hour)
+	srv := NewServer(Config{Handler: echoHandler{}, Sessions: sessions,
+		Endpoint:  func(r *http.Request) string { return strings.Trim(r.URL.Path, "/") },
+		Principal: func(r *http.Request) string { return r.Header.Get("X-Principal") }})
+	issue := func(s *Sessions, endpoint string, at time.Time) string {
+		s.now = func() time.Time { return at }
+		defer func() { s.now = time.Now }()
+		id, err := s.issue(Session{Endpoint: endpoint, Principal: PrincipalDigest("user:alice"), Protocol: "2025-11-25"}, nonce())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	live := issue(sessions, "a", time.Now())
+	expired := issue(sessions, "a", time.Now().Add(-2*time.Hour))
+	terminated := issue(sessions, "a", time.Now())
+	sessions.terminate(&Session{ID: terminated, Expires: time.Now().Add(time.Hour).Unix()})
+	unknown := issue(other, "a", time.Now()) // well formed, signed with another key
+	srv.legacy.Store("sse-alice", &legacySession{Session: Session{ID: "sse-alice", Endpoint: "a"}, principal: PrincipalDigest("user:alice")})
+
+	// answer is what bob gets for one request.
+	answer := func(method, target, session string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("X-Principal", "user:bob")
+		if session != "" {
+			r.Header.Set(HeaderSession, session)
+		}
+		w := httptest.NewRecorder()
+		if strings.HasPrefix(target, "/message") {
+			r.URL.Path = "/a"
+			srv.LegacyMessages(w, r)
+		} else {
+			srv.ServeHTTP(w, r)
+		}
+		return w
+	}
+	tests := []struct {
+		name                    string
+		method, target, session string // alice's session, as bob uses it
+		unknownTarget, unknown  string // an unknown session, used the same way
+	}{
+		{"POST", http.MethodPost, "/a", live, "/a", unknown},
+		{"GET", http.MethodGet, "/a", live, "/a", unknown},
+		{"DELETE", http.MethodDelete, "/a", live, "/a", unknown},
+		{"at another endpoint", http.MethodPost, "/b", live, "/b", unknown},
+		{"expired", http.MethodPost, "/a", expired, "/a", unknown},
+		{"terminated", http.MethodPost, "/a", terminated, "/a", unknown},
+		{"legacy SSE", http.MethodPost, "/message?sessionId=sse-alice", "", "/message?sessionId=sse-nobody", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, want := answer(tt.method, tt.target, tt.session), answer(tt.method, tt.unknownTarget, tt.unknown)
+			if got.Code != http.StatusNotFound || got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
+				t.Errorf("another principal's session: %d %v %s\nan unknown session:         %d %v %s",
+					got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
+		})
 	}
 }
 
