@@ -52,6 +52,64 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
+// nested is a request whose params hold a value nested depth levels deep, counting the message
+// and its params.
+func nested(depth int, open, close string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":` + strings.Repeat(open, depth-2) + strings.Repeat(close, depth-2) + `}}`
+}
+
+// A message nested past encoding/json's limit is refused with an error that names the limit;
+// brackets in strings do not count, and other syntax errors are reported as before.
+func TestParseMessageDepth(t *testing.T) {
+	const limit = "the message nests deeper than 10000 levels of arrays and objects, the limit: send a flatter message"
+	tests := []struct {
+		name string
+		body string
+		want string // the error's message; "" for a message accepted
+	}{
+		{"at the limit", nested(10000, "[", "]"), ""},
+		{"one past the limit", nested(10001, "[", "]"), limit},
+		{"objects past the limit", nested(10001, `{"a":`, "}"), limit},
+		{"far past the limit, unclosed", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":` + strings.Repeat("[", 100000), limit},
+		{"brackets in a string", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"` + strings.Repeat(`[\"{`, 20000) + `"}}`, ""},
+		{"brackets in a string, then a misplaced one", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"` + strings.Repeat(`[\"{`, 20000) + `"[}}`,
+			"the body is not valid JSON: syntax error at byte"},
+		{"a syntax error after deep nesting", nested(9000, "[", "]")[:9100] + "x", "the body is not valid JSON: syntax error at byte"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := parseMessage([]byte(tt.body))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || err.Code != CodeParseError || !strings.HasPrefix(err.Message, tt.want)):
+				t.Errorf("parseMessage = %v, %v; want %q", m, err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkParseMessageRefused measures refusing a message nested past the limit after a 1 MB
+// string (which the depth check reads through), against a message of the same size refused for
+// another syntax error at the same place.
+func BenchmarkParseMessageRefused(b *testing.B) {
+	prefix := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"` + strings.Repeat(`[{\"`, 1<<18) + `","a":`
+	for _, bm := range []struct{ name, body string }{
+		{"too deep", prefix + strings.Repeat("[", 20000)},
+		{"syntax error", prefix + strings.Repeat("[", 9000) + "x" + strings.Repeat("[", 10999)},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			body := []byte(bm.body)
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := parseMessage(body); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
+
 func jsonNumber(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func FuzzParseMessage(f *testing.F) {
@@ -63,6 +121,9 @@ func FuzzParseMessage(f *testing.F) {
 		m, err := parseMessage(body)
 		if (m == nil) == (err == nil) {
 			t.Fatalf("parseMessage returned %v and %v", m, err)
+		}
+		if err != nil && strings.Contains(err.Message, "levels") && bytes.Count(body, []byte("["))+bytes.Count(body, []byte("{")) <= maxJSONDepth {
+			t.Fatalf("%s is refused for its depth: %v", body, err)
 		}
 		if m != nil {
 			// A message we accept is exactly one of the three kinds and can be answered.
