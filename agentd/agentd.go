@@ -11,6 +11,7 @@
 package agentd
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"log/slog"
@@ -154,6 +155,10 @@ func New(cfg Config, opts Options) (*Server, error) {
 func (s *Server) Deploy(m *manifest.Manifest, hash string) {
 	s.state.Store(&snapshot{hash: hash, manifest: m})
 }
+
+// EndStreams ends the MCP streams of the agents' endpoints for a graceful stop, as the gateway's
+// EndStreams does. Chats in flight are requests the HTTP server waits for.
+func (s *Server) EndStreams(ctx context.Context) error { return s.transport.Shutdown(ctx) }
 
 // Close ends the MCP streams of the agents' endpoints.
 func (s *Server) Close() { s.transport.Close() }

@@ -331,6 +331,12 @@ func (g *Gateway) Upstreams() map[string]upstream.State { return g.pool.States()
 // ExtAuthz is the ext_authz server (nil unless the config's ext_authz section enables it).
 func (g *Gateway) ExtAuthz() *extauthz.Server { return g.extAuthz }
 
+// EndStreams ends the MCP streams of the agents' endpoints for a graceful stop: those that carry
+// only notifications at once, legacy SSE streams once the requests posted for them are answered
+// (until ctx ends: then they are cancelled). New streams are refused. The HTTP server waits for
+// the other requests in flight.
+func (g *Gateway) EndStreams(ctx context.Context) error { return g.transport.Shutdown(ctx) }
+
 // Close stops the ext_authz server, the upstream servers and the transport's streams.
 func (g *Gateway) Close() {
 	if g.extAuthz != nil {

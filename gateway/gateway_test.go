@@ -304,14 +304,15 @@ func TestHTTPEdgeCases(t *testing.T) {
 			}
 		})
 	}
-	// A session is bound to its principal: bob cannot use alice's session id.
+	// A session is bound to its principal: bob cannot use alice's session id, and is not told it
+	// exists.
 	resp, _ := h.post("assistant", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","clientInfo":{"name":"x","version":"1"},"capabilities":{}}}`, key)
 	sid := resp.Header.Get("Mcp-Session-Id")
 	if resp.StatusCode != 200 || sid == "" {
 		t.Fatalf("initialize: %d", resp.StatusCode)
 	}
 	resp, body := h.post("assistant", `{"jsonrpc":"2.0","id":2,"method":"tools/list"}`, map[string]string{"X-API-Key": bobKey, "Mcp-Session-Id": sid})
-	if resp.StatusCode != 404 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "another principal") {
+	if resp.StatusCode != 404 || !strings.Contains(body["error"].(map[string]any)["message"].(string), "unknown session") {
 		t.Errorf("bob with alice's session: %d %v", resp.StatusCode, body)
 	}
 }

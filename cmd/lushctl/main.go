@@ -57,7 +57,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	return exitCode(root.ExecuteContext(ctx), stderr)
+}
+
+// exitCode says on stderr why a command failed and returns the exit code its error means.
+func exitCode(err error, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}

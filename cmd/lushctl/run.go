@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -148,16 +149,15 @@ type serving struct {
 
 // serveStack serves the build pinned, or else follows the store's deployed build, and runs
 // extra when given, until ctx ends; then it shuts the stack down gracefully.
-func serveStack(ctx context.Context, st *stack.Stack, s serving) error {
+func serveStack(ctx context.Context, st *stack.Stack, s serving) (err error) {
 	ctx, stop := context.WithCancel(ctx)
 	var background sync.WaitGroup
 	defer func() {
 		stop()
 		background.Wait()
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
-		defer cancel()
-		s.logger.Info("shutting down")
-		st.Shutdown(sctx)
+		if serr := shutdown(ctx, st, shutdownGrace, s.logger); err == nil {
+			err = serr
+		}
 	}()
 	followErr := make(chan error, 1)
 	if s.pinned != "" {
@@ -197,6 +197,30 @@ func serveStack(ctx context.Context, st *stack.Stack, s serving) error {
 		return fmt.Errorf("serve: %w", err)
 	case err := <-followErr:
 		return err
+	}
+}
+
+// stopper is what shutdown stops: a *stack.Stack.
+type stopper interface {
+	Shutdown(ctx context.Context) error
+}
+
+// shutdown stops the stack gracefully, within grace. A stop that runs out of time cuts off the
+// requests still running: the server ran and found a failure (exit 1); it is not a command that
+// could not run.
+func shutdown(ctx context.Context, st stopper, grace time.Duration, logger *slog.Logger) error {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), grace)
+	defer cancel()
+	logger.Info("shutting down")
+	err := st.Shutdown(sctx)
+	switch {
+	case err == nil:
+		logger.Info("shut down")
+		return nil
+	case errors.Is(err, context.DeadlineExceeded):
+		return failed("shutdown: requests still running after %s were cut off", grace)
+	default:
+		return fmt.Errorf("shutdown: %w", err)
 	}
 }
 

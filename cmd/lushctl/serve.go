@@ -73,8 +73,9 @@ agent in one process, with no file watcher. It is configured only by environment
 
 Authentication comes from LUSH_CONFIG's auth: section; serve refuses to start without one.
 A bad variable is exit 2; a port or a store that cannot be opened is exit 3.
-SIGTERM (or SIGINT) stops accepting requests, lets those in flight, and loop runs, finish (up to 25s) and flushes
-the decision log and the traces.`,
+SIGTERM (or SIGINT) stops accepting requests, ends the MCP streams clients hold open, lets the requests in
+flight, and loop runs, finish (up to 25s) and flushes the decision log and the traces. It exits 0, or 1 when
+requests still running at the end of the 25s were cut off.`,
 		Example: `  lushctl build && lushctl deploy $(lushctl build -q)
   LUSH_CONFIG=gateway.yaml GOOGLE_API_KEY=... PORT=8080 lushctl serve`,
 		Args: args(cobra.NoArgs),

@@ -73,6 +73,9 @@ func parseMessage(body []byte) (*Message, *Error) {
 	var m Message
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&m); err != nil {
+		if tooDeep(body, err) {
+			return nil, Errorf(CodeParseError, "the message nests deeper than %d levels of arrays and objects, the limit: send a flatter message", maxJSONDepth)
+		}
 		return nil, Errorf(CodeParseError, "the body is not valid JSON: %s", jsonProblem(err))
 	}
 	if dec.More() {
@@ -91,6 +94,44 @@ func parseMessage(body []byte) (*Message, *Error) {
 		return nil, Errorf(CodeInvalidParams, `"params" must be an object`)
 	}
 	return &m, nil
+}
+
+// maxJSONDepth is encoding/json's limit on nesting (its maxNestingDepth): an array or object
+// opened deeper is a syntax error that names neither the limit nor the depth.
+const maxJSONDepth = 10000
+
+// tooDeep reports whether err is the decoder refusing body for nesting past maxJSONDepth: the
+// syntax error is at an opening bracket with maxJSONDepth levels open before it. It reads body
+// only up to the error, once.
+func tooDeep(body []byte, err error) bool {
+	var syn *json.SyntaxError
+	if !errors.As(err, &syn) || syn.Offset < 1 || syn.Offset > int64(len(body)) {
+		return false
+	}
+	at := syn.Offset - 1
+	return (body[at] == '[' || body[at] == '{') && openAt(body[:at]) >= maxJSONDepth
+}
+
+// openAt returns how many arrays and objects are open at the end of valid JSON text that may be
+// cut short.
+func openAt(prefix []byte) int {
+	open, inString, escaped := 0, false, false
+	for _, c := range prefix {
+		switch {
+		case escaped:
+			escaped = false
+		case inString:
+			escaped = c == '\\'
+			inString = c != '"'
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			open++
+		case c == ']' || c == '}':
+			open--
+		}
+	}
+	return open
 }
 
 func validID(id json.RawMessage) bool {

@@ -3,6 +3,7 @@ package mcphttp
 import (
 	"context"
 	"crypto/hmac"
+	"errors"
 	"net/http"
 	"strings"
 )
@@ -35,9 +36,30 @@ func (s *Server) LegacySSE(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.MessagesPath != nil {
 		path = s.cfg.MessagesPath(endpoint)
 	}
-	s.stream(w, r, &ls.Session, func(sw *sseWriter) error {
+	s.stream(w, r, &ls.Session, true, func(sw *sseWriter) error {
 		return sw.event("endpoint", []byte(path+"?sessionId="+ls.ID))
 	})
+}
+
+// errLegacyUnknown answers a message for a legacy SSE session this replica does not hold for the
+// caller.
+var errLegacyUnknown = errors.New("unknown SSE session: SSE sessions live on the replica holding the stream (use the streamable HTTP endpoint for sessions any replica accepts)")
+
+// legacySession finds the legacy SSE session a message is for. Another principal's session is
+// answered as one that does not exist: the answer must not confirm it does.
+func (s *Server) legacySession(r *http.Request) (*legacySession, error) {
+	v, ok := s.legacy.Load(r.URL.Query().Get("sessionId"))
+	if !ok {
+		return nil, errLegacyUnknown
+	}
+	ls := v.(*legacySession)
+	switch {
+	case !hmac.Equal([]byte(ls.principal), []byte(PrincipalDigest(s.cfg.Principal(r)))):
+		return nil, errLegacyUnknown
+	case ls.Endpoint != s.cfg.Endpoint(r):
+		return nil, ErrSessionEndpoint
+	}
+	return ls, nil
 }
 
 // LegacyMessages serves POSTs of the HTTP+SSE transport: the answer goes to the session's stream
@@ -52,15 +74,9 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusMethodNotAllowed, nil, Errorf(CodeInvalidRequest, "the message endpoint takes POST"))
 		return
 	}
-	v, ok := s.legacy.Load(r.URL.Query().Get("sessionId"))
-	if !ok {
-		writeHTTPError(w, http.StatusNotFound, nil, Errorf(CodeInvalidRequest,
-			"unknown SSE session: SSE sessions live on the replica holding the stream (use the streamable HTTP endpoint for sessions any replica accepts)"))
-		return
-	}
-	ls := v.(*legacySession)
-	if ls.Endpoint != s.cfg.Endpoint(r) || !hmac.Equal([]byte(ls.principal), []byte(PrincipalDigest(s.cfg.Principal(r)))) {
-		writeHTTPError(w, http.StatusNotFound, nil, Errorf(CodeInvalidRequest, "%v", ErrSessionPrincipal))
+	ls, err := s.legacySession(r)
+	if err != nil {
+		writeHTTPError(w, http.StatusNotFound, nil, Errorf(CodeInvalidRequest, "%v", err))
 		return
 	}
 	m, ok := s.readMessage(w, r)
@@ -68,15 +84,19 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &Request{Session: &ls.Session, Endpoint: ls.Endpoint, Protocol: ls.Protocol, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
-	w.WriteHeader(http.StatusAccepted)
 	if !m.IsRequest() {
+		w.WriteHeader(http.StatusAccepted)
 		if m.IsNotification() {
 			s.notification(r.Context(), req)
 		}
 		return
 	}
+	if !s.startLegacy() {
+		writeStopping(w)
+		return
+	}
+	w.WriteHeader(http.StatusAccepted)
 	// The request outlives this POST: run it under the server's context, answer on the stream.
-	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))

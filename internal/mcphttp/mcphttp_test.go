@@ -1,10 +1,12 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,64 @@ func TestParseMessage(t *testing.T) {
 	}
 }
 
+// nested is a request whose params hold a value nested depth levels deep, counting the message
+// and its params.
+func nested(depth int, open, close string) string {
+	return `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"a":` + strings.Repeat(open, depth-2) + strings.Repeat(close, depth-2) + `}}`
+}
+
+// A message nested past encoding/json's limit is refused with an error that names the limit;
+// brackets in strings do not count, and other syntax errors are reported as before.
+func TestParseMessageDepth(t *testing.T) {
+	const limit = "the message nests deeper than 10000 levels of arrays and objects, the limit: send a flatter message"
+	tests := []struct {
+		name string
+		body string
+		want string // the error's message; "" for a message accepted
+	}{
+		{"at the limit", nested(10000, "[", "]"), ""},
+		{"one past the limit", nested(10001, "[", "]"), limit},
+		{"objects past the limit", nested(10001, `{"a":`, "}"), limit},
+		{"far past the limit, unclosed", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":` + strings.Repeat("[", 100000), limit},
+		{"brackets in a string", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"` + strings.Repeat(`[\"{`, 20000) + `"}}`, ""},
+		{"brackets in a string, then a misplaced one", `{"jsonrpc":"2.0","id":1,"method":"m","params":{"a":"` + strings.Repeat(`[\"{`, 20000) + `"[}}`,
+			"the body is not valid JSON: syntax error at byte"},
+		{"a syntax error after deep nesting", nested(9000, "[", "]")[:9100] + "x", "the body is not valid JSON: syntax error at byte"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m, err := parseMessage([]byte(tt.body))
+			switch {
+			case tt.want == "" && err != nil:
+				t.Errorf("refused: %v", err)
+			case tt.want != "" && (err == nil || err.Code != CodeParseError || !strings.HasPrefix(err.Message, tt.want)):
+				t.Errorf("parseMessage = %v, %v; want %q", m, err, tt.want)
+			}
+		})
+	}
+}
+
+// BenchmarkParseMessageRefused measures refusing a message nested past the limit after a 1 MB
+// string (which the depth check reads through), against a message of the same size refused for
+// another syntax error at the same place.
+func BenchmarkParseMessageRefused(b *testing.B) {
+	prefix := `{"jsonrpc":"2.0","id":1,"method":"m","params":{"s":"` + strings.Repeat(`[{\"`, 1<<18) + `","a":`
+	for _, bm := range []struct{ name, body string }{
+		{"too deep", prefix + strings.Repeat("[", 20000)},
+		{"syntax error", prefix + strings.Repeat("[", 9000) + "x" + strings.Repeat("[", 10999)},
+	} {
+		b.Run(bm.name, func(b *testing.B) {
+			body := []byte(bm.body)
+			b.SetBytes(int64(len(body)))
+			for b.Loop() {
+				if _, err := parseMessage(body); err == nil {
+					b.Fatal("accepted")
+				}
+			}
+		})
+	}
+}
+
 func jsonNumber(n int) string { b, _ := json.Marshal(n); return string(b) }
 
 func FuzzParseMessage(f *testing.F) {
@@ -61,6 +121,9 @@ func FuzzParseMessage(f *testing.F) {
 		m, err := parseMessage(body)
 		if (m == nil) == (err == nil) {
 			t.Fatalf("parseMessage returned %v and %v", m, err)
+		}
+		if err != nil && strings.Contains(err.Message, "levels") && bytes.Count(body, []byte("["))+bytes.Count(body, []byte("{")) <= maxJSONDepth {
+			t.Fatalf("%s is refused for its depth: %v", body, err)
 		}
 		if m != nil {
 			// A message we accept is exactly one of the three kinds and can be answered.
@@ -122,6 +185,73 @@ func TestSessions(t *testing.T) {
 	}
 	if _, err := NewSessions([]byte("short"), 0); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// A session id that belongs to another principal is answered exactly as an unknown one (status,
+// headers, body), whatever else is true of it and whatever the request: the answer must not
+// confirm that the session exists.
+func TestAnotherPrincipalsSessionLooksUnknown(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour)
+	other, _ := NewSessions([]byte(strings.Repeat("x", 32)), time.Hour)
+	srv := NewServer(Config{Handler: echoHandler{}, Sessions: sessions,
+		Endpoint:  func(r *http.Request) string { return strings.Trim(r.URL.Path, "/") },
+		Principal: func(r *http.Request) string { return r.Header.Get("X-Principal") }})
+	issue := func(s *Sessions, endpoint string, at time.Time) string {
+		s.now = func() time.Time { return at }
+		defer func() { s.now = time.Now }()
+		id, err := s.issue(Session{Endpoint: endpoint, Principal: PrincipalDigest("user:alice"), Protocol: "2025-11-25"}, nonce())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	live := issue(sessions, "a", time.Now())
+	expired := issue(sessions, "a", time.Now().Add(-2*time.Hour))
+	terminated := issue(sessions, "a", time.Now())
+	sessions.terminate(&Session{ID: terminated, Expires: time.Now().Add(time.Hour).Unix()})
+	unknown := issue(other, "a", time.Now()) // well formed, signed with another key
+	srv.legacy.Store("sse-alice", &legacySession{Session: Session{ID: "sse-alice", Endpoint: "a"}, principal: PrincipalDigest("user:alice")})
+
+	// answer is what bob gets for one request.
+	answer := func(method, target, session string) *httptest.ResponseRecorder {
+		r := httptest.NewRequest(method, "http://localhost"+target, strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/list"}`))
+		r.Header.Set("Content-Type", "application/json")
+		r.Header.Set("Accept", "application/json, text/event-stream")
+		r.Header.Set("X-Principal", "user:bob")
+		if session != "" {
+			r.Header.Set(HeaderSession, session)
+		}
+		w := httptest.NewRecorder()
+		if strings.HasPrefix(target, "/message") {
+			r.URL.Path = "/a"
+			srv.LegacyMessages(w, r)
+		} else {
+			srv.ServeHTTP(w, r)
+		}
+		return w
+	}
+	tests := []struct {
+		name                    string
+		method, target, session string // alice's session, as bob uses it
+		unknownTarget, unknown  string // an unknown session, used the same way
+	}{
+		{"POST", http.MethodPost, "/a", live, "/a", unknown},
+		{"GET", http.MethodGet, "/a", live, "/a", unknown},
+		{"DELETE", http.MethodDelete, "/a", live, "/a", unknown},
+		{"at another endpoint", http.MethodPost, "/b", live, "/b", unknown},
+		{"expired", http.MethodPost, "/a", expired, "/a", unknown},
+		{"terminated", http.MethodPost, "/a", terminated, "/a", unknown},
+		{"legacy SSE", http.MethodPost, "/message?sessionId=sse-alice", "", "/message?sessionId=sse-nobody", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, want := answer(tt.method, tt.target, tt.session), answer(tt.method, tt.unknownTarget, tt.unknown)
+			if got.Code != http.StatusNotFound || got.Code != want.Code || !reflect.DeepEqual(got.Header(), want.Header()) || !bytes.Equal(got.Body.Bytes(), want.Body.Bytes()) {
+				t.Errorf("another principal's session: %d %v %s\nan unknown session:         %d %v %s",
+					got.Code, got.Header(), got.Body, want.Code, want.Header(), want.Body)
+			}
+		})
 	}
 }
 

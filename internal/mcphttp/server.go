@@ -89,10 +89,13 @@ type Server struct {
 	cfg      Config
 	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
 	streams  *hub
-	legacy   sync.Map       // legacy SSE session id -> *legacySession
-	wg       sync.WaitGroup // legacy requests being served
+	legacy   sync.Map // legacy SSE session id -> *legacySession
 	ctx      context.Context
 	stop     context.CancelFunc
+
+	mu       sync.Mutex     // guards stopping and wg.Add
+	stopping bool           // Shutdown or Close began: legacy requests are refused
+	wg       sync.WaitGroup // legacy requests being served
 }
 
 // NewServer returns a server.
@@ -304,7 +307,7 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, nil, rpcErr)
 		return
 	}
-	s.stream(w, r, sess, nil)
+	s.stream(w, r, sess, false, nil)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
@@ -318,15 +321,20 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// stream holds an SSE stream open for server messages to a session until the client leaves.
-// first, if not nil, is written before anything else (the legacy transport's endpoint event).
-func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, first func(*sseWriter) error) {
+// stream holds an SSE stream open for server messages to a session until the client leaves or
+// the server stops. answers marks the legacy transport's stream, which carries the answers of
+// requests; first, if not nil, is written before anything else (its endpoint event).
+func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, answers bool, first func(*sseWriter) error) {
 	sw, ok := newSSEWriter(w)
 	if !ok {
 		writeHTTPError(w, http.StatusInternalServerError, nil, Errorf(CodeInternalError, "streaming is not supported here"))
 		return
 	}
-	msgs, unregister := s.streams.register(sess.ID, sess.Endpoint)
+	msgs, unregister, ok := s.streams.register(sess.ID, sess.Endpoint, answers)
+	if !ok {
+		writeStopping(w)
+		return
+	}
 	defer unregister()
 	sw.start(http.StatusOK)
 	if first != nil {
@@ -375,11 +383,59 @@ func (s *Server) Broadcast(endpoint, method string, params any) int {
 	return s.streams.broadcast(endpoint, msg)
 }
 
-// Close ends every stream and waits for legacy requests to finish.
+// Shutdown ends the server's streams for a graceful stop, as http.Server.Shutdown waits for the
+// requests in flight (it cannot end a stream: a stream is a request that never finishes by
+// itself). The streams of the streamable HTTP transport carry only what the server sends of its
+// own accord: they end at once. A legacy SSE stream carries the answers of the requests posted
+// for it: it ends once they have been answered. From now on new streams and legacy requests are
+// refused (503). When ctx ends first, the legacy requests still running are cancelled, every
+// stream ends, and Shutdown returns ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.refuseLegacy()
+	s.streams.shutStreams(true)
+	defer s.streams.shutStreams(false)
+	done := make(chan struct{})
+	go func() { s.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		s.stop()
+		return ctx.Err()
+	}
+}
+
+// Close ends every stream at once, cancels the legacy requests still running and waits for them
+// to finish.
 func (s *Server) Close() {
+	s.refuseLegacy()
 	s.stop()
-	s.streams.closeAll()
+	s.streams.shutStreams(false)
 	s.wg.Wait()
+}
+
+// refuseLegacy makes LegacyMessages refuse new requests, so that s.wg only goes down.
+func (s *Server) refuseLegacy() {
+	s.mu.Lock()
+	s.stopping = true
+	s.mu.Unlock()
+}
+
+// startLegacy counts a legacy request in, unless the server is stopping.
+func (s *Server) startLegacy() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopping {
+		return false
+	}
+	s.wg.Add(1)
+	return true
+}
+
+// writeStopping answers a request the server refuses because it is stopping.
+func writeStopping(w http.ResponseWriter) {
+	w.Header().Set("Retry-After", "1")
+	writeHTTPError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "the server is shutting down: retry on another replica or once it is back"))
 }
 
 func acceptsStream(r *http.Request) bool {

@@ -32,12 +32,12 @@ type ClientInfo struct {
 }
 
 // Errors from verifying a session id. All of them are answered with 404, which tells an MCP
-// client to start a new session.
+// client to start a new session. A session id issued to another principal is ErrSessionUnknown,
+// whatever else is true of it: the answer must not confirm that someone else's session exists.
 var (
-	ErrSessionMalformed  = errors.New("the session id is not one this gateway issued")
+	ErrSessionUnknown    = errors.New("unknown session: the session id is not one this gateway issued to you; initialize a new one")
 	ErrSessionExpired    = errors.New("the session expired: initialize a new one")
 	ErrSessionEndpoint   = errors.New("the session belongs to another endpoint")
-	ErrSessionPrincipal  = errors.New("the session belongs to another principal")
 	ErrSessionTerminated = errors.New("the session was terminated")
 )
 
@@ -92,32 +92,32 @@ func (s *Sessions) sign(body string) string {
 // verify checks a session id for an endpoint and principal.
 func (s *Sessions) verify(id, endpoint, principal string) (*Session, error) {
 	if len(id) > 4096 || !strings.HasPrefix(id, sessionPrefix) {
-		return nil, ErrSessionMalformed
+		return nil, ErrSessionUnknown
 	}
 	dot := strings.LastIndexByte(id, '.')
 	if dot <= len(sessionPrefix) {
-		return nil, ErrSessionMalformed
+		return nil, ErrSessionUnknown
 	}
 	body, sig := id[:dot], id[dot+1:]
 	if !hmac.Equal([]byte(sig), []byte(s.sign(body))) {
-		return nil, ErrSessionMalformed
+		return nil, ErrSessionUnknown
 	}
 	payload, err := base64.RawURLEncoding.DecodeString(strings.TrimPrefix(body, sessionPrefix))
 	if err != nil {
-		return nil, ErrSessionMalformed
+		return nil, ErrSessionUnknown
 	}
 	var sess Session
 	if err := json.Unmarshal(payload, &sess); err != nil {
-		return nil, ErrSessionMalformed
+		return nil, ErrSessionUnknown
 	}
 	sess.ID = id
 	switch {
+	case !hmac.Equal([]byte(sess.Principal), []byte(PrincipalDigest(principal))):
+		return nil, ErrSessionUnknown // first: nothing else about the session may show
 	case s.now().Unix() >= sess.Expires:
 		return nil, ErrSessionExpired
 	case sess.Endpoint != endpoint:
 		return nil, ErrSessionEndpoint
-	case !hmac.Equal([]byte(sess.Principal), []byte(PrincipalDigest(principal))):
-		return nil, ErrSessionPrincipal
 	}
 	s.mu.Lock()
 	_, gone := s.terminated[id]

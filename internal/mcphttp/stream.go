@@ -107,10 +107,12 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 type hub struct {
 	mu      sync.Mutex
 	streams map[string][]*streamEntry // session id -> streams, newest last
+	shut    bool                      // the server is stopping: no new streams
 }
 
 type streamEntry struct {
 	endpoint string
+	answers  bool // a legacy SSE stream: it carries the answers of requests in flight
 	ch       chan []byte
 	closed   bool
 }
@@ -119,11 +121,16 @@ func newHub() *hub { return &hub{streams: map[string][]*streamEntry{}} }
 
 const streamBuffer = 64
 
-func (h *hub) register(session, endpoint string) (<-chan []byte, func()) {
-	e := &streamEntry{endpoint: endpoint, ch: make(chan []byte, streamBuffer)}
+// register opens a stream for a session; answers marks a stream that carries the answers of
+// requests (the legacy transport's). It fails once the hub is shut.
+func (h *hub) register(session, endpoint string, answers bool) (<-chan []byte, func(), bool) {
+	e := &streamEntry{endpoint: endpoint, answers: answers, ch: make(chan []byte, streamBuffer)}
 	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.shut {
+		return nil, nil, false
+	}
 	h.streams[session] = append(h.streams[session], e)
-	h.mu.Unlock()
 	return e.ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -138,7 +145,7 @@ func (h *hub) register(session, endpoint string) (<-chan []byte, func()) {
 			delete(h.streams, session)
 		}
 		e.close()
-	}
+	}, true
 }
 
 func (e *streamEntry) close() {
@@ -191,13 +198,26 @@ func (h *hub) close(session string) {
 	delete(h.streams, session)
 }
 
-func (h *hub) closeAll() {
+// shutStreams refuses new streams from now on and ends the open ones: all of them, or only
+// those that carry no answers (keepAnswers). A stream ends once the messages queued on it are
+// written.
+func (h *hub) shutStreams(keepAnswers bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.shut = true
 	for id, list := range h.streams {
+		kept := list[:0]
 		for _, e := range list {
-			e.close()
+			if keepAnswers && e.answers {
+				kept = append(kept, e)
+			} else {
+				e.close()
+			}
 		}
-		delete(h.streams, id)
+		if len(kept) == 0 {
+			delete(h.streams, id)
+		} else {
+			h.streams[id] = kept
+		}
 	}
 }

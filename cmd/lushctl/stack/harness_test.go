@@ -180,7 +180,7 @@ type harness struct {
 	log   string // decision log path
 	hash  string
 	logs  *syncbuf.Buffer // the stack's own log output (debug level)
-	stop  func()          // shuts the stack down (once; also at the test's end)
+	stop  func() error    // shuts the stack down (once; also at the test's end) and reports how it went
 }
 
 type harnessOpts struct {
@@ -242,12 +242,12 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.stop = sync.OnceFunc(func() {
+	h.stop = sync.OnceValue(func() error {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		st.Shutdown(sctx)
+		return st.Shutdown(sctx)
 	})
-	t.Cleanup(h.stop)
+	t.Cleanup(func() { h.stop() })
 	h.st = st
 	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
 	if err != nil || !res.OK() {

@@ -42,6 +42,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -306,9 +307,11 @@ func (s *Stack) Deploy(ctx context.Context, m *manifest.Manifest, hash string, b
 func (s *Stack) Served() <-chan error { return s.served }
 
 // Shutdown stops the scheduler (loop runs in flight finish until ctx ends; the rest are given
-// back for the next start or another replica), stops accepting requests, waits for those in
-// flight (until ctx ends), and closes the gateway's upstreams, agentd's streams and the decision
-// log (which commits what it holds).
+// back for the next start or another replica), stops accepting requests, ends the MCP streams
+// (those that carry only the server's notifications at once), waits for the requests in flight
+// (until ctx ends), and closes the gateway's upstreams, agentd's streams and the decision log
+// (which commits what it holds). It returns ctx's error when requests were still running when
+// ctx ended; they are cut off.
 func (s *Stack) Shutdown(ctx context.Context) error {
 	var errs []error
 	if s.Scheduler != nil {
@@ -322,7 +325,20 @@ func (s *Stack) Shutdown(ctx context.Context) error {
 		cancel()
 		s.Scheduler = nil
 	}
-	errs = append(errs, s.srv.Shutdown(ctx))
+	// http.Server.Shutdown waits for every request to finish, and a stream never finishes by
+	// itself: the streams end beside it.
+	var streams sync.WaitGroup
+	streamErrs := make([]error, 2)
+	streams.Go(func() { streamErrs[0] = s.Gateway.EndStreams(ctx) })
+	if s.Agents != nil {
+		streams.Go(func() { streamErrs[1] = s.Agents.EndStreams(ctx) })
+	}
+	if err := s.srv.Shutdown(ctx); err != nil {
+		errs = append(errs, err)
+		s.srv.Close() // cut off what still runs
+	}
+	streams.Wait()
+	errs = append(errs, streamErrs...)
 	s.close()
 	return errors.Join(errs...)
 }
