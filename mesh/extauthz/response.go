@@ -79,6 +79,17 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 	return r
 }
 
+// invalidArguments answers a tools/call whose arguments were refused before the policy
+// (enforce.Enforcer.CheckArguments): 400, with a JSON-RPC invalid-params error that names the
+// limit or the string at fault, and the recorded decision.
+func invalidArguments(id json.RawMessage, v *enforce.Verdict, problem error) *authv3.CheckResponse {
+	msg := fmt.Sprintf("tools/call arguments %s (decision %s)", problem, v.ID)
+	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons}
+	r := answer(http.StatusBadRequest, code.Code_INVALID_ARGUMENT, rpcError(id, mcphttp.CodeInvalidParams, msg, data), v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
+	return r
+}
+
 // awaitingApproval answers a call that waits for approval ap: 403, with the approval's id and
 // what to do in the JSON-RPC error the model reads.
 func awaitingApproval(id json.RawMessage, v *enforce.Verdict, ap decisionlog.Approval) *authv3.CheckResponse {
