@@ -105,13 +105,14 @@ func (l Limits) exceeded(limit string, max, size int64, path, what string) *Erro
 // Check reads one JSON value and returns the first problem found, or nil: a size over
 // MaxBytes, nesting deeper than MaxDepth, more values than MaxNodes, a string (or member name)
 // that is not valid UTF-8 or holds an unpaired surrogate escape, or text that is not one JSON
-// value. It reads data at most once and allocates only for the Error it returns.
+// value. It reads data at most once; it allocates the stack of open objects and arrays (once for
+// values less than 17 levels deep) and the Error it returns.
 func (l Limits) Check(data []byte) *Error {
 	l = l.WithDefaults()
 	if size := int64(len(data)); size > l.MaxBytes {
 		return l.exceeded(LimitBytes, l.MaxBytes, size, "", fmt.Sprintf("are %d bytes", size))
 	}
-	s := scanner{data: data, lim: l, stack: make([]frame, 0, min(l.MaxDepth, 32))}
+	s := scanner{data: data, lim: l, stack: make([]frame, 0, min(l.MaxDepth, 16))}
 	return s.run()
 }
 
