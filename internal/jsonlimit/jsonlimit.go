@@ -432,16 +432,30 @@ func pointer(data []byte, frames []frame) string {
 	return b.String()
 }
 
-// memberName is a raw member name (already checked) unescaped.
+// memberName is a raw member name (already checked) unescaped, with control characters spelt
+// as \u escapes: it goes into messages and logs.
 func memberName(raw []byte) string {
-	if !bytes.ContainsRune(raw, '\\') {
-		return string(raw)
+	name := string(raw)
+	if bytes.ContainsRune(raw, '\\') {
+		json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name)
 	}
-	var name string
-	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &name) != nil {
-		return string(raw)
+	return controlEscaped(name)
+}
+
+// controlEscaped spells the control characters of s as \u escapes.
+func controlEscaped(s string) string {
+	if !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		return s
 	}
-	return name
+	var b strings.Builder
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			fmt.Fprintf(&b, "\\u%04x", r)
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // containerName names an object or an array.

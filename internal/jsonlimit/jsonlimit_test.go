@@ -78,6 +78,7 @@ func TestCheckText(t *testing.T) {
 		{"member name", "{\"a\":{\"ok\":1,\"b\xffd\":2}}", "hold a member name with invalid UTF-8 at /a", "/a"},
 		{"top-level member name", "{\"b\xff\":2}", "hold a member name with invalid UTF-8: send", ""},
 		{"escaped names in the path", `{"a/b~c\u0041":["\ud800"]}`, "at /a~1b~0cA/0", "/a~1b~0cA/0"},
+		{"control characters in the path", `{"a\nb\u0000":"\ud800"}`, `at /a\u000ab\u0000:`, `/a\u000ab\u0000`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := Limits{}.Check([]byte(tc.json))
