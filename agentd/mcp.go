@@ -143,7 +143,7 @@ func (s *Server) checkArguments(ctx context.Context, agent string, raw json.RawM
 	if problem == nil {
 		return nil
 	}
-	return &mcphttp.Error{Code: mcphttp.CodeInvalidParams, Message: fmt.Sprintf("tools/call arguments %s (decision %s)", problem, v.ID),
+	return &mcphttp.Error{Code: mcphttp.CodeInvalidParams, Message: enforce.ExplainArguments(problem, v.ID),
 		Data: map[string]any{"dev.lush/decision": v.Meta()}}
 }
 

@@ -3,10 +3,10 @@ package gateway
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 )
 
 // checkArguments refuses a tools/call of e whose raw arguments exceed the gateway's argument
@@ -20,6 +20,6 @@ func (c *call) checkArguments(ctx context.Context, e *exposed, raw json.RawMessa
 	if problem == nil {
 		return nil
 	}
-	return &mcphttp.Error{Code: mcphttp.CodeInvalidParams, Message: fmt.Sprintf("tools/call arguments %s (decision %s)", problem, v.ID),
+	return &mcphttp.Error{Code: mcphttp.CodeInvalidParams, Message: enforce.ExplainArguments(problem, v.ID),
 		Data: map[string]any{"dev.lush/decision": v.Meta()}}
 }

@@ -2,6 +2,7 @@ package enforce
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/policies/authz"
@@ -39,4 +40,11 @@ func (e *Enforcer) CheckArguments(ctx context.Context, in authz.Input, raw []byt
 	}
 	in.Arguments = map[string]any{OmittedArguments: map[string]any{"bytes": len(raw), "problem": reason.Message}}
 	return e.Decide(ctx, in, refusing(reason)), problem
+}
+
+// ExplainArguments is what the caller of a tools/call whose arguments CheckArguments refused is
+// told: the problem, which names the limit and its setting or the string at fault, and the
+// decision id.
+func ExplainArguments(problem *jsonlimit.Error, decisionID string) string {
+	return fmt.Sprintf("tools/call arguments %s (decision %s)", problem, decisionID)
 }
