@@ -25,6 +25,7 @@ import (
 
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/internal/telemetry"
@@ -51,6 +52,9 @@ type Config struct {
 	// AllowedHosts are host names clients may use besides loopback ones (DNS-rebinding
 	// protection of the agents' MCP endpoints), as the gateway's allowed_hosts.
 	AllowedHosts []string
+	// ArgumentLimits bound the arguments of a tools/call of an agent's MCP tool, checked before
+	// they are decoded, as the gateway's limits.arguments (the zero value: jsonlimit's defaults).
+	ArgumentLimits jsonlimit.Limits
 }
 
 // Options are what a Server is built from besides its Config.

@@ -121,8 +121,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 			attribute.StringSlice("lush.chain", chain)))
 	defer span.End()
 
-	v := s.enforcer.Decide(ctx, authz.Input{Action: authz.ActionAgentInvoke, Agent: a.Name,
-		Principal: enforce.PrincipalOf(inv.Caller), Chain: chain, Depth: len(chain)})
+	v := s.enforcer.Decide(ctx, invokeInput(inv.Caller, a.Name))
 	span.SetAttributes(attribute.String("lush.invocation_id", v.ID), attribute.String("lush.decision", v.Outcome),
 		attribute.String("lush.revision", v.Revision))
 	if v.Outcome != authz.OutcomeAllow {
@@ -161,6 +160,12 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		"turns", res.Turns, "tool_calls", len(res.Tools), "tokens_input", res.Usage.Input, "tokens_output", res.Usage.Output,
 		"duration", latency.Round(time.Millisecond))
 	return res, nil
+}
+
+// invokeInput is the policy input of an invocation of agent by caller.
+func invokeInput(caller identity.Caller, agent string) authz.Input {
+	chain := chainFor(caller, agent)
+	return authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: enforce.PrincipalOf(caller), Chain: chain, Depth: len(chain)}
 }
 
 // chainFor is the call chain of an invocation of agent: a delegation caller's chain (which ends

@@ -84,7 +84,10 @@ func (s *Server) callAgentTool(ctx context.Context, req *mcphttp.Request, agent 
 	var args struct {
 		Message *string `json:"message"`
 	}
-	if len(p.Arguments) > 0 {
+	if len(p.Arguments) > 0 && string(p.Arguments) != "null" {
+		if err := s.checkArguments(ctx, agent, p.Arguments); err != nil {
+			return nil, err
+		}
 		if err := json.Unmarshal(p.Arguments, &args); err != nil {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "arguments: must be an object with a string field \"message\"")
 		}
@@ -128,6 +131,20 @@ func (s *Server) callAgentTool(ctx context.Context, req *mcphttp.Request, agent 
 		"_meta": map[string]any{"dev.lush/invocation": map[string]any{"id": res.ID, "trace_id": res.TraceID, "usage": res.Usage,
 			"turns": res.Turns, "tool_calls": res.Tools}},
 	}, nil
+}
+
+// checkArguments refuses a tools/call of agent whose raw arguments exceed the argument limits
+// (Config.ArgumentLimits) or hold a string that is not text, before anything decodes them: the
+// refusal is recorded as a denial of the invocation (enforce.Enforcer.CheckArguments), and the
+// client gets an invalid-params error that names the limit, with the decision in its data. It
+// returns nil for arguments within the limits.
+func (s *Server) checkArguments(ctx context.Context, agent string, raw json.RawMessage) error {
+	v, problem := s.enforcer.CheckArguments(ctx, invokeInput(identity.CallerFrom(ctx), agent), raw, s.cfg.ArgumentLimits)
+	if problem == nil {
+		return nil
+	}
+	return &mcphttp.Error{Code: mcphttp.CodeInvalidParams, Message: enforce.ExplainArguments(problem, v.ID),
+		Data: map[string]any{"dev.lush/decision": v.Meta()}}
 }
 
 func errorResult(msg string, meta map[string]any) map[string]any {

@@ -63,6 +63,9 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	}
 	tc := &toolCall{e: e, p: p}
 	if raw, ok := p["arguments"]; ok && string(raw) != "null" {
+		if err := c.checkArguments(ctx, e, raw); err != nil {
+			return nil, err
+		}
 		if err := json.Unmarshal(raw, &tc.args); err != nil {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments are not valid JSON")
 		}

@@ -15,6 +15,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/policies/approval"
@@ -46,6 +47,23 @@ type Config struct {
 	Builtins BuiltinsConfig `yaml:"builtins"`
 	// Approvals says how calls that need a person's approval wait for one.
 	Approvals approval.Config `yaml:"approvals"`
+	// Limits bound what is decided (docs/gateway.md#argument-limits).
+	Limits LimitsConfig `yaml:"limits"`
+}
+
+// LimitsConfig bounds what the process's enforcement points decide.
+type LimitsConfig struct {
+	// Arguments bounds the arguments of a tools/call before they are decoded, at every
+	// enforcement point of the process: the gateway, ext_authz, and agentd's agent tools.
+	Arguments jsonlimit.Limits `yaml:"arguments"`
+}
+
+// ArgumentLimits are the limits of a call's arguments, with defaults, that name their setting in
+// errors ("gateway config limits.arguments.max_depth").
+func (c Config) ArgumentLimits() jsonlimit.Limits {
+	lim := c.Limits.Arguments.WithDefaults()
+	lim.Setting = "gateway config limits.arguments"
+	return lim
 }
 
 // UpstreamConfig tunes the connections to MCP servers.
@@ -207,6 +225,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Approvals.Validate(); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if err := c.Limits.Arguments.Validate("limits.arguments"); err != nil {
+		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if err := c.ExtAuthz.Validate(); err != nil {
 		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))

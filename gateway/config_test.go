@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 )
 
 // The config file maps onto Config; unknown fields name their line, and bad values their field.
@@ -40,6 +41,17 @@ ext_authz:
 		t.Error(err)
 	}
 
+	// limits.arguments: set fields are kept, unset ones are the defaults, and errors name the
+	// setting.
+	cfg, err = gateway.LoadConfig(write("limits:\n  arguments:\n    max_depth: 16\n    max_bytes: 65536\n"))
+	if err != nil || cfg.Validate() != nil {
+		t.Fatal(err, cfg.Validate())
+	}
+	if lim := cfg.ArgumentLimits(); lim.MaxDepth != 16 || lim.MaxNodes != jsonlimit.DefaultMaxNodes || lim.MaxBytes != 65536 ||
+		lim.Setting != "gateway config limits.arguments" {
+		t.Errorf("argument limits %+v", lim)
+	}
+
 	if _, err := gateway.LoadConfig(write("ext_authz:\n  listen: 127.0.0.1:9191\n  adress: x\n")); err == nil || !strings.Contains(err.Error(), "line 3") {
 		t.Errorf("an unknown field: %v", err)
 	}
@@ -47,6 +59,11 @@ ext_authz:
 		{"ext_authz:\n  listen: 9191\n", "ext_authz.listen"},
 		{"ext_authz:\n  socket: ext_authz.sock\n", "ext_authz.socket"},
 		{"ext_authz:\n  listen: 127.0.0.1:1\n  identity:\n    spiffe: [{prefix: \"https://x/\", principal: user:a}]\n", "ext_authz.identity.spiffe[0]"},
+		{"limits:\n  arguments:\n    max_depth: -1\n", "limits.arguments.max_depth: -1 is not between 1 and 10000"},
+		{"limits:\n  arguments:\n    max_depth: 20000\n", "limits.arguments.max_depth: 20000 is not between 1 and 10000"},
+		{"limits:\n  arguments:\n    max_nodes: -1\n", "limits.arguments.max_nodes: -1 must be positive"},
+		{"limits:\n  arguments:\n    max_bytes: -1\n", "limits.arguments.max_bytes: -1 must be positive"},
+		{"limits:\n  arguments:\n    max_dept: 8\n", "line 3: field max_dept not found"},
 	} {
 		cfg, err := gateway.LoadConfig(write(tc.yaml))
 		if err == nil {

@@ -31,6 +31,7 @@ import (
 
 	"github.com/lush-agents/lush/gateway/builtin/shell"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/internal/telemetry"
@@ -91,6 +92,7 @@ type Gateway struct {
 	notifier  *approval.Notifier // tells approvers of new approval requests; nil without approvals.notify
 	approvals *approval.Waiter   // where calls wait for approvals; nil without Options.Approvals
 	workspace string             // the project directory, absolute: where built-in tools work
+	argLimits jsonlimit.Limits   // bound the arguments of tools/call (Config.ArgumentLimits)
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -137,7 +139,8 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), catalogs: map[string]*catalog{}}
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), catalogs: map[string]*catalog{},
+		argLimits: cfg.ArgumentLimits()}
 	workspace := opts.ProjectDir
 	if workspace != "" {
 		if workspace, err = filepath.Abs(workspace); err != nil {
@@ -203,7 +206,8 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if cfg.ExtAuthz.Enabled() {
 		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Policy: opts.Policy, Auth: opts.Auth, Broker: g.broker,
 			LiveWrites: cfg.LiveWrites.Live, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
-			Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify}); err != nil {
+			Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify,
+			ArgumentLimits: g.argLimits}); err != nil {
 			g.Close()
 			return nil, err
 		}

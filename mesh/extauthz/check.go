@@ -137,6 +137,9 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}
 		in.Tool.Name = name
 		if raw, ok := msg.Params["arguments"]; ok && string(raw) != "null" {
+			if v, problem := s.enforcer.CheckArguments(ctx, in, raw, s.opts.ArgumentLimits); problem != nil {
+				return invalidArguments(msg.ID, v, problem)
+			}
 			var args map[string]any
 			if err := json.Unmarshal(raw, &args); err != nil {
 				return refuse(msg.ID, badRequest(mcphttp.CodeInvalidParams, "tools/call arguments must be a JSON object"))

@@ -39,6 +39,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/mesh"
@@ -140,6 +141,9 @@ type Options struct {
 	ApprovalConfig approval.Config // how long approvals stay open
 	// NotifyApproval, when set, is told of each new approval request (approvals.notify).
 	NotifyApproval func(decisionlog.Approval)
+	// ArgumentLimits bound the arguments of a tools/call, checked before they are decoded; the
+	// zero value is jsonlimit's defaults.
+	ArgumentLimits jsonlimit.Limits
 }
 
 // Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve

@@ -34,6 +34,7 @@ import (
 
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -77,6 +78,7 @@ type harnessOpts struct {
 	noDeploy  bool
 	lushExtra string // appended to the project's lush.yaml
 	approvals bool   // calls that need approval ask for one in the log's approvals store
+	limits    jsonlimit.Limits
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -150,7 +152,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 			Groups: []string{"group:agents"}}},
 	}}
 	policy := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: h.log})
-	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live }}
+	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live },
+		ArgumentLimits: o.limits}
 	if o.approvals {
 		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -76,6 +77,17 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 		r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers,
 			header("retry-after", strconv.FormatInt(enforce.RetryAfterSeconds(v.RetryAfter), 10)))
 	}
+	return r
+}
+
+// invalidArguments answers a tools/call whose arguments were refused before the policy
+// (enforce.Enforcer.CheckArguments): 400, with a JSON-RPC invalid-params error that names the
+// limit or the string at fault, and the recorded decision.
+func invalidArguments(id json.RawMessage, v *enforce.Verdict, problem *jsonlimit.Error) *authv3.CheckResponse {
+	msg := enforce.ExplainArguments(problem, v.ID)
+	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons}
+	r := answer(http.StatusBadRequest, code.Code_INVALID_ARGUMENT, rpcError(id, mcphttp.CodeInvalidParams, msg, data), v)
+	r.GetDeniedResponse().Headers = append(r.GetDeniedResponse().Headers, header(HeaderDecisionID, v.ID))
 	return r
 }
 

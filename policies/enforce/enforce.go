@@ -133,8 +133,9 @@ type Option func(*options)
 
 // options are what a decision's Options set.
 type options struct {
-	pre   Precondition
-	extra []decisionlog.Charge // WithCharges
+	pre    Precondition
+	extra  []decisionlog.Charge // WithCharges
+	refuse *authz.Reason        // refusing
 }
 
 // WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and
@@ -149,6 +150,12 @@ func WithPrecondition(pre Precondition) Option {
 // neither.
 func WithCharges(charges []decisionlog.Charge) Option {
 	return func(o *options) { o.extra = charges }
+}
+
+// refusing refuses the call before the policy is asked, for reason: the decision is a denial by
+// reason's rule, and no rate-limit token or budget unit is taken.
+func refusing(reason authz.Reason) Option {
+	return func(o *options) { o.refuse = &reason }
 }
 
 func apply(opts []Option) options {
@@ -199,7 +206,7 @@ func (e *Enforcer) Decide(ctx context.Context, in authz.Input, opts ...Option) *
 // policy, in input.rate_limit and input.budget, what they allow: the enforcer alone says so.
 func (e *Enforcer) reserve(ctx context.Context, d *decision) {
 	d.in.RateLimit, d.in.Budget = nil, nil
-	if d.engine == nil {
+	if d.engine == nil || d.refuse != nil {
 		return
 	}
 	if lim := e.limiter(d.engine); lim != nil {
@@ -212,13 +219,20 @@ func (e *Enforcer) reserve(ctx context.Context, d *decision) {
 	}
 }
 
-// decide asks the policy, then the precondition of a call it allows.
+// decide asks the policy (unless the call is refused before it), then the precondition of a call
+// it allows.
 func (e *Enforcer) decide(ctx context.Context, d *decision, start time.Time) *Verdict {
 	var dec authz.Decision
-	if d.engine == nil {
+	switch {
+	case d.refuse != nil:
+		dec = deny(d.refuse.Rule, d.refuse.Message)
+		if d.engine != nil {
+			dec.Revision = d.engine.Revision()
+		}
+	case d.engine == nil:
 		dec = deny(RuleNoPolicy, "no policy is loaded yet; the call is denied")
 		dec.Outcome = authz.OutcomeError
-	} else {
+	default:
 		dec = d.engine.Decide(ctx, d.in)
 	}
 	if d.pre != nil && dec.Outcome == authz.OutcomeAllow {

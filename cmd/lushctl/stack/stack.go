@@ -151,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	}
 	if cfg.Agents != nil {
 		acfg := *cfg.Agents
-		acfg.GatewayURL, acfg.AllowedHosts = self, gcfg.AllowedHosts
+		acfg.GatewayURL, acfg.AllowedHosts, acfg.ArgumentLimits = self, gcfg.AllowedHosts, gcfg.ArgumentLimits()
 		if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, Policy: s.Policy,
 			Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
 			return nil, &ConfigError{err}
