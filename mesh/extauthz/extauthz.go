@@ -140,6 +140,9 @@ type Options struct {
 	ApprovalConfig approval.Config // how long approvals stay open
 	// NotifyApproval, when set, is told of each new approval request (approvals.notify).
 	NotifyApproval func(decisionlog.Approval)
+	// AuthFailures counts and logs the requests refused for their credentials (optional; one per
+	// process).
+	AuthFailures *identity.Failures
 }
 
 // Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve
