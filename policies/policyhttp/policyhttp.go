@@ -11,6 +11,9 @@
 // logged (fail closed). Answers are JSON:
 //
 //	{"error": {"code": "forbidden", "message": "…", "decision_id": "…", "reasons": [...]}}
+//
+// A decision that could not be logged is answered with "recorded": false, and its message says
+// so: its id is not in the decision log (the server's log names it, with the cause).
 package policyhttp
 
 import (
@@ -200,6 +203,9 @@ func (g *Gate) Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
 	if len(msgs) == 0 {
 		msg = prefix + "the policy does not allow " + what
 	}
+	if !v.Recorded {
+		msg += " (" + enforce.DecisionRef(v.ID, false) + ")"
+	}
 	g.refuse(w, Refusal{Status: code, Code: kind, Message: msg, Verdict: v, Reasons: reasons})
 }
 
@@ -211,6 +217,9 @@ func (g *Gate) refuse(w http.ResponseWriter, r Refusal) {
 	body := map[string]any{"code": r.Code, "message": r.Message}
 	if r.Verdict != nil {
 		body["decision_id"], body["reasons"] = r.Verdict.ID, r.Reasons
+		if !r.Verdict.Recorded {
+			body["recorded"] = false
+		}
 	}
 	WriteJSON(w, r.Status, map[string]any{"error": body})
 }

@@ -314,3 +314,32 @@ func scrape(m *telemetry.Metrics) string {
 	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	return rec.Body.String()
 }
+
+// TestRefusalOfAnUnrecordedDecision: when the decision log cannot be written, the request is
+// refused (503) and the answer says that its decision was not recorded, so that nobody looks
+// for its id in the log.
+func TestRefusalOfAnUnrecordedDecision(t *testing.T) {
+	g, log := gate(t, false)
+	log.Close()
+	req := httptest.NewRequest("POST", "/loops/weekday-digest/trigger", nil)
+	req.Header.Set("X-Test-Caller", "user:ops")
+	rec := httptest.NewRecorder()
+	if v, _ := g.Authorize(rec, req, authz.Input{Action: authz.ActionLoopTrigger, Loop: "weekday-digest"}, "triggering a loop"); v != nil {
+		t.Fatalf("allowed: %+v", v)
+	}
+	var a struct {
+		Error struct {
+			Code, Message string
+			DecisionID    string `json:"decision_id"`
+			Recorded      *bool
+		}
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+		t.Fatal(err)
+	}
+	e := a.Error
+	want := "(decision " + e.DecisionID + ", not recorded: the decision log cannot be written)"
+	if rec.Code != 503 || e.Code != "policy_error" || e.DecisionID == "" || !strings.HasSuffix(e.Message, want) || e.Recorded == nil || *e.Recorded {
+		t.Errorf("answer %d %s, want 503 whose message ends %q, with recorded: false", rec.Code, rec.Body, want)
+	}
+}
