@@ -659,6 +659,20 @@ func TestSocketHealthReflection(t *testing.T) {
 	}
 }
 
+// TestUnrecordedDecisionAtTheSidecar: when the decision log cannot be written, the call is
+// refused (503) and the answer says that its decision was not recorded.
+func TestUnrecordedDecisionAtTheSidecar(t *testing.T) {
+	h := start(t, harnessOpts{})
+	h.log.Close()
+	a := read(t, h.check(load(t, "call_read_apikey")))
+	_, msg, data := a.rpcError()
+	id, _ := data["decision_id"].(string)
+	if a.allowed || a.status != 503 || id == "" || data["recorded"] != false ||
+		!strings.HasSuffix(msg, "(decision "+id+", not recorded: the decision log cannot be written)") {
+		t.Errorf("answered %d %q %v", a.status, msg, data)
+	}
+}
+
 // No credential, API key or token appears in the decision log or in an answer, whatever the
 // outcome; the upstream's credential appears only in the header the sidecar adds.
 func TestSecretsStayOut(t *testing.T) {
