@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/lush-agents/lush/internal/telemetry"
@@ -55,11 +54,6 @@ const (
 // reasonOther is the reason of an error that is not an *Error with a known code.
 const reasonOther = "other"
 
-var (
-	knownCodes   = []string{CodeMissingCredentials, CodeInvalidRequest, CodeInvalidToken, CodeExpiredToken, CodeUnknownAPIKey, CodeUntrustedProxy, CodeForbiddenAgent}
-	knownMethods = []Method{MethodJWT, MethodAPIKey, MethodProxy, MethodDev, MethodDelegation, MethodSchedule, MethodEnvoyJWT, MethodSPIFFE}
-)
-
 // Report counts and logs one refused request: source is its peer's address (host:port, as in
 // http.Request.RemoteAddr), endpoint what it asked for (a route pattern), err why it was refused
 // (an *Error gives the reason and method; any other error counts as reason "other").
@@ -95,14 +89,17 @@ func (f *Failures) Report(ctx context.Context, source, endpoint string, err erro
 // whatever e holds.
 func failureLabels(e *Error) (reason, method, msg string) {
 	reason, method = reasonOther, methodUnknown
-	if slices.Contains(knownCodes, e.Code) {
+	switch e.Code {
+	case CodeMissingCredentials, CodeInvalidRequest, CodeInvalidToken, CodeExpiredToken, CodeUnknownAPIKey, CodeUntrustedProxy, CodeForbiddenAgent:
 		reason = e.Code
 	}
-	switch {
-	case slices.Contains(knownMethods, e.Method):
+	switch e.Method {
+	case MethodJWT, MethodAPIKey, MethodProxy, MethodDelegation, MethodEnvoyJWT, MethodSPIFFE: // the methods that can fail
 		method = string(e.Method)
-	case e.Method == "" && e.Code == CodeMissingCredentials:
-		method = methodNone
+	case "":
+		if e.Code == CodeMissingCredentials {
+			method = methodNone
+		}
 	}
 	return reason, method, e.Message
 }

@@ -89,7 +89,7 @@ func NewMetrics() *Metrics {
 		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_authentication_failures_total",
 			Help: "Requests refused for their credentials (401, and 403 for a delegation token used for another agent), by the method tried " +
 				"(jwt, apikey, proxy, delegation, envoy_jwt, spiffe; none: no credential; unknown: malformed or ambiguous) and reason " +
-				"(the error code: missing_credentials, invalid_request, invalid_token, expired_token, unknown_api_key, untrusted_proxy, forbidden_agent)."},
+				"(the error code: missing_credentials, invalid_request, invalid_token, expired_token, unknown_api_key, untrusted_proxy, forbidden_agent; other)."},
 			[]string{"method", "reason"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
