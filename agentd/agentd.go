@@ -68,6 +68,8 @@ type Options struct {
 	Logger     *slog.Logger         // optional
 	HTTPClient *http.Client         // for the gateway (default: a pooled client)
 	Version    string
+	// AuthFailures counts and logs failed authentications (optional; one per process).
+	AuthFailures *identity.Failures
 }
 
 // Server runs agents. Create it with New, give it a build with Deploy, serve Handler.

@@ -32,7 +32,7 @@ const maxChatBody = 4 << 20
 // token must be for the route's agent); invocations are decided (agent/invoke) before anything
 // runs. /health and /metrics belong to the process that mounts this handler.
 func (s *Server) Handler() http.Handler {
-	gate := &policyhttp.Gate{Auth: s.opts.Auth}
+	gate := &policyhttp.Gate{Auth: s.opts.Auth, Failures: s.opts.AuthFailures}
 	mux := http.NewServeMux()
 	mux.Handle("POST /agents/{agent}/chat", gate.Authenticated(http.HandlerFunc(s.chat)))
 	mux.Handle("POST /agents/{agent}/chat/stream", gate.Authenticated(http.HandlerFunc(s.chatStream)))

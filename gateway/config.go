@@ -86,6 +86,10 @@ type ChainConfig struct {
 	// CheckpointInterval: how often the chain head is signed (default 1m); it is also the
 	// granularity of retention.
 	CheckpointInterval time.Duration `yaml:"checkpoint_interval"`
+	// CheckpointEntries: the chain head is also signed once this many entries follow the last
+	// checkpoint (default decisionlog.DefaultCheckpointEntries, 1000), so that a gateway killed
+	// between checkpoints leaves fewer entries that verify cannot vouch for.
+	CheckpointEntries int `yaml:"checkpoint_entries"`
 	// CheckpointKey is the Ed25519 private key (PKCS #8 PEM) that signs checkpoints; created,
 	// with its public key beside it (.pub), when missing. Default: checkpoint.key beside a SQLite
 	// log, <project>/.lush/checkpoint.key for PostgreSQL.
@@ -99,8 +103,8 @@ type ChainConfig struct {
 // chain settings; keyDir is where the checkpoint key is kept by default for PostgreSQL.
 func OpenDecisionLog(ctx context.Context, cfg Config, keyDir string) (*decisionlog.Log, error) {
 	c := cfg.DecisionLogChain
-	if c.CheckpointInterval < 0 || c.Retention < 0 {
-		return nil, errors.New("gateway config: decision_log_chain: checkpoint_interval and retention must not be negative")
+	if c.CheckpointInterval < 0 || c.CheckpointEntries < 0 || c.Retention < 0 {
+		return nil, errors.New("gateway config: decision_log_chain: checkpoint_interval, checkpoint_entries and retention must not be negative")
 	}
 	keyPath := c.CheckpointKey
 	if keyPath == "" {
@@ -117,6 +121,9 @@ func OpenDecisionLog(ctx context.Context, cfg Config, keyDir string) (*decisionl
 	opts := []decisionlog.Option{decisionlog.SigningKey(key), decisionlog.RetentionPeriod(c.Retention)}
 	if c.CheckpointInterval > 0 {
 		opts = append(opts, decisionlog.CheckpointEvery(c.CheckpointInterval))
+	}
+	if c.CheckpointEntries > 0 {
+		opts = append(opts, decisionlog.CheckpointEntries(c.CheckpointEntries))
 	}
 	if c.Partition != "" {
 		opts = append(opts, decisionlog.Partition(c.Partition))

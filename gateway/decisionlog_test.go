@@ -15,19 +15,21 @@ import (
 )
 
 // TestOpenDecisionLog: decision_log_chain reaches the log: the checkpoint key is created beside
-// it (private, with its public half), checkpoints are signed with it, and the partition is the
-// configured one.
+// it (private, with its public half), checkpoints are signed with it, the partition is the
+// configured one, and checkpoints come every checkpoint_entries entries (and at Close).
 func TestOpenDecisionLog(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	cfg := gateway.Config{DecisionLog: filepath.Join(dir, "logs", "decisions.db"),
-		DecisionLogChain: gateway.ChainConfig{Partition: "gw-7", CheckpointInterval: time.Hour, Retention: 90 * 24 * time.Hour}}
+		DecisionLogChain: gateway.ChainConfig{Partition: "gw-7", CheckpointInterval: time.Hour, CheckpointEntries: 2, Retention: 90 * 24 * time.Hour}}
 	l, err := gateway.OpenDecisionLog(ctx, cfg, filepath.Join(dir, "unused"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Record(ctx, &decisionlog.Event{DecisionID: "d1", Action: "tools/call", Outcome: authz.OutcomeAllow}); err != nil {
-		t.Fatal(err)
+	for _, id := range []string{"d1", "d2", "d3"} {
+		if err := l.Record(ctx, &decisionlog.Event{DecisionID: id, Action: "tools/call", Outcome: authz.OutcomeAllow}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
@@ -51,13 +53,16 @@ func TestOpenDecisionLog(t *testing.T) {
 	}
 	defer r.Close()
 	rep, err := r.Verify(ctx, decisionlog.VerifyOptions{PublicKeys: []ed25519.PublicKey{pub}})
-	if err != nil || !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].Partition != "gw-7" || rep.Partitions[0].Checkpoints != 1 {
+	if err != nil || !rep.OK || len(rep.Partitions) != 1 || rep.Partitions[0].Partition != "gw-7" || rep.Partitions[0].Checkpoints != 2 ||
+		rep.Uncovered != 0 {
 		t.Fatalf("verify: %+v %v", rep, err)
 	}
 
-	cfg.DecisionLogChain.Retention = -time.Hour
-	if _, err := gateway.OpenDecisionLog(ctx, cfg, dir); err == nil || !strings.Contains(err.Error(), "decision_log_chain") {
-		t.Errorf("negative retention: %v", err)
+	for _, bad := range []gateway.ChainConfig{{Retention: -time.Hour}, {CheckpointEntries: -1}} {
+		cfg.DecisionLogChain = bad
+		if _, err := gateway.OpenDecisionLog(ctx, cfg, dir); err == nil || !strings.Contains(err.Error(), "decision_log_chain") {
+			t.Errorf("%+v: %v", bad, err)
+		}
 	}
 	cfg.DecisionLogChain = gateway.ChainConfig{CheckpointKey: filepath.Join(dir, "bad.key")}
 	os.WriteFile(cfg.DecisionLogChain.CheckpointKey, []byte("not a key"), 0o600)

@@ -70,6 +70,9 @@ type Options struct {
 	// OnDeploy, when set, is called after a build is deployed (its engine is then the Policy's):
 	// agentd and the scheduler, in the same process, serve the same build.
 	OnDeploy func(m *manifest.Manifest, hash string)
+	// AuthFailures counts and logs failed authentications, here and at ext_authz (optional; one
+	// per process).
+	AuthFailures *identity.Failures
 }
 
 // Gateway serves the MCP endpoints of the deployed build. Create it with New, give it a build
@@ -158,7 +161,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		}
 	})
 	g.enforcer = opts.Policy.Enforcer(Point)
-	g.gate = &policyhttp.Gate{Auth: opts.Auth, WriteRefusal: writeRefusal}
+	g.gate = &policyhttp.Gate{Auth: opts.Auth, Failures: opts.AuthFailures, WriteRefusal: writeRefusal}
 	if opts.Approvals != nil {
 		ac := cfg.Approvals.WithDefaults()
 		g.approvals = &approval.Waiter{Store: opts.Approvals, Config: ac, MaxWait: ac.Wait, Requested: g.approvalRequested}
@@ -204,7 +207,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		},
 	}, cfg.Upstreams.PrivateIdle)
 	if cfg.ExtAuthz.Enabled() {
-		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Policy: opts.Policy, Auth: opts.Auth, Broker: g.broker,
+		if g.extAuthz, err = extauthz.New(cfg.ExtAuthz, extauthz.Options{Policy: opts.Policy, Auth: opts.Auth, AuthFailures: opts.AuthFailures, Broker: g.broker,
 			LiveWrites: cfg.LiveWrites.Live, Metrics: opts.Metrics, Tracer: opts.Tracer, Logger: opts.Logger,
 			Approvals: opts.Approvals, ApprovalConfig: cfg.Approvals, NotifyApproval: g.notifier.Notify,
 			ArgumentLimits: g.argLimits}); err != nil {

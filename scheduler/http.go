@@ -52,7 +52,7 @@ func newGate(opts Options) *policyhttp.Gate {
 	} else {
 		decider = enforce.NewPolicy(enforce.Config{}).Enforcer(Point) // no engine, no log: refuses
 	}
-	return &policyhttp.Gate{Auth: opts.Auth, Decider: decider, NotFound: []string{ruleUnknownLoop}}
+	return &policyhttp.Gate{Auth: opts.Auth, Failures: opts.AuthFailures, Decider: decider, NotFound: []string{ruleUnknownLoop}}
 }
 
 func (s *Scheduler) list(w http.ResponseWriter, r *http.Request) {

@@ -81,6 +81,8 @@ type Options struct {
 	Metrics *telemetry.Metrics      // optional
 	Logger  *slog.Logger            // optional
 	Clock   Clock                   // optional: the real clock
+	// AuthFailures counts and logs failed authentications (optional; one per process).
+	AuthFailures *identity.Failures
 }
 
 // Run is a firing to execute.

@@ -27,6 +27,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -58,6 +59,8 @@ type Config struct {
 	Auth    Authenticator     // who is asking
 	Logger  *slog.Logger      // optional: failures to read the log
 	Now     func() time.Time
+	// AuthFailures counts and logs failed authentications (optional; one per process).
+	AuthFailures *identity.Failures
 }
 
 // Server serves the API and the UI. It is safe for concurrent use.
@@ -82,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth}}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
 }
 
 // Handler serves the API under /audit/ and the UI under /ui and /ui/.

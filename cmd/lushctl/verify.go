@@ -20,27 +20,37 @@ func newAuditVerifyCmd() *cobra.Command {
 		keys    []string
 		part    string
 		quietly bool
+		strict  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "verify",
-		Short: "Prove the decision log complete and unaltered, or name the first broken entry",
+		Short: "Prove the decision log complete and unaltered up to its last checkpoint, or name the first broken entry",
 		Long: `Verify recomputes the decision log's hash chain: every event, completion and retention record
 is chained to the one before it (per partition), so a changed, removed, inserted or reordered
 entry breaks the chain from there on. It also checks that each event's query columns match its
 document, that every checkpoint's Ed25519 signature is valid and its head is in the chain with
 the hash it signed (so a chain rewritten or cut off below a checkpoint is found).
 
+What it vouches for: every entry up to the last checkpoint of each partition is there and
+unaltered. Entries after the last checkpoint are hash-chained, but no signature covers them:
+cutting them off could not be told from a log that ended there (and someone who recomputes the
+chain could rewrite them). Verify counts them and says so. A gateway that stops cleanly signs
+its last entry; one that is killed leaves the entries since its last checkpoint (at most
+decision_log_chain.checkpoint_interval, 1m, or checkpoint_entries, 1000, of them).
+--strict fails (exit 1) when there are any.
+
 Entries deleted by retention are recorded in the chain: the log still verifies from the first
-entry kept. Entries after the last checkpoint are reported as uncovered: cutting those off could
-not be told from a log that ended there (checkpoints come every minute by default).
+entry kept.
 
 --public-key pins the key checkpoints must be signed with (the checkpoint.key.pub written beside
 the private key): without it, signatures are checked against the key each checkpoint carries and
 the report names the keys.
 
-Exit codes: 0 the log verifies, 1 it is broken (the first broken entry is named), 2 usage
-error, 3 the log cannot be read.`,
+Exit codes: 0 the log verifies, 1 it is broken (the first broken entry is named), or with
+--strict entries after the last checkpoint cannot be vouched for, 2 usage error, 3 the log
+cannot be read.`,
 		Example: `  lushctl audit verify
+  lushctl audit verify --strict --public-key .lush/checkpoint.key.pub
   lushctl audit verify --public-key .lush/checkpoint.key.pub -o json
   lushctl audit verify --log postgres://lush@db/lush --partition gw-1`,
 		Args: cobra.NoArgs,
@@ -83,8 +93,11 @@ error, 3 the log cannot be read.`,
 			} else {
 				printVerify(cmd.OutOrStdout(), r.Path(), rep, len(pins) > 0)
 			}
-			if !rep.OK {
+			switch {
+			case !rep.OK:
 				return &exitError{code: exitFailed}
+			case strict && rep.Uncovered > 0:
+				return failed("--strict: %s after the last checkpoint cannot be vouched for", entries(rep.Uncovered))
 			}
 			return nil
 		},
@@ -94,16 +107,46 @@ error, 3 the log cannot be read.`,
 	fl.StringArrayVar(&keys, "public-key", nil, "PEM public key checkpoints must be signed with (repeatable)")
 	fl.StringVar(&part, "partition", "", "verify only this partition")
 	fl.BoolVarP(&quietly, "quiet", "q", false, "no progress on stderr")
+	fl.BoolVar(&strict, "strict", false, "fail (exit 1) when entries after the last checkpoint cannot be vouched for")
 	outputFlag(cmd, &f.output)
 	return cmd
 }
 
-func printVerify(w io.Writer, where string, rep *decisionlog.VerifyReport, pinned bool) {
-	verdict := "verified: complete and unaltered"
-	if !rep.OK {
-		verdict = "BROKEN"
+// entries is n entries, in words.
+func entries(n int64) string {
+	if n == 1 {
+		return "1 entry"
 	}
-	fmt.Fprintf(w, "decision log %s: %s\n", where, verdict)
+	return fmt.Sprintf("%d entries", n)
+}
+
+// verdict is what a report vouches for, in one line.
+func verdict(rep *decisionlog.VerifyReport) string {
+	switch {
+	case !rep.OK:
+		return "BROKEN"
+	case rep.Uncovered == 0:
+		return "verified: complete and unaltered up to the last checkpoint, and nothing comes after it"
+	}
+	return fmt.Sprintf("verified: complete and unaltered up to the last checkpoint; %s after it cannot be vouched for "+
+		"(hash-chained, but they could have been cut off)", entries(rep.Uncovered))
+}
+
+// lastCheckpoint says where p's last checkpoint is, and what comes after it.
+func lastCheckpoint(p decisionlog.PartitionReport) string {
+	s, after := "no checkpoint yet", ""
+	if c := p.LastCheckpoint; c != nil {
+		s, after = fmt.Sprintf("last checkpoint: position %d at %s", c.Pos, c.Timestamp.Format(time.RFC3339)), " after it"
+	}
+	if p.Uncovered == 0 {
+		return s + "; nothing after it"
+	}
+	return s + fmt.Sprintf("; %s%s (positions %d..%d) cannot be vouched for: hash-chained, but they could have been cut off",
+		entries(p.Uncovered), after, p.Last-p.Uncovered+1, p.Last)
+}
+
+func printVerify(w io.Writer, where string, rep *decisionlog.VerifyReport, pinned bool) {
+	fmt.Fprintf(w, "decision log %s: %s\n", where, verdict(rep))
 	for _, p := range rep.Partitions {
 		fmt.Fprintf(w, "  partition %s: positions %d..%d: %d events, %d completions, %d retention records\n",
 			p.Partition, p.First, p.Last, p.Events, p.Completions, p.Markers)
@@ -128,12 +171,7 @@ func printVerify(w io.Writer, where string, rep *decisionlog.VerifyReport, pinne
 			fmt.Fprintf(w, "; %d unsigned", p.Unsigned)
 		}
 		fmt.Fprintln(w)
-		if p.LastCheckpoint != nil {
-			fmt.Fprintf(w, "    last checkpoint: position %d at %s", p.LastCheckpoint.Pos, p.LastCheckpoint.Timestamp.Format(time.RFC3339))
-		} else {
-			fmt.Fprint(w, "    no checkpoint yet")
-		}
-		fmt.Fprintf(w, "; %d entries after it\n", p.Uncovered)
+		fmt.Fprintf(w, "    %s\n", lastCheckpoint(p))
 	}
 }
 

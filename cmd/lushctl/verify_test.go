@@ -83,6 +83,67 @@ func TestAuditVerify(t *testing.T) {
 	}
 }
 
+// TestAuditVerifyUnprotectedTail: verify vouches for the entries up to the last checkpoint and
+// says how many come after it: none for a log closed cleanly; some for one whose gateway was
+// killed between checkpoints, even after the newest of them were cut off. --strict fails then.
+func TestAuditVerifyUnprotectedTail(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	logPath := filepath.Join(dir, "decisions.db")
+	key, err := decisionlog.LoadOrCreateSigningKey(filepath.Join(dir, "checkpoint.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := decisionlog.Open(ctx, logPath, decisionlog.SigningKey(key), decisionlog.CheckpointEvery(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 8 {
+		if err := l.Record(ctx, &decisionlog.Event{DecisionID: fmt.Sprintf("dec-%d", i), Principal: "user:alice", Action: "tools/call", Outcome: authz.OutcomeAllow}); err != nil {
+			t.Fatal(err)
+		}
+		if i == 4 {
+			if _, err := l.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := l.Close(); err != nil { // it signs position 8
+		t.Fatal(err)
+	}
+	pub := filepath.Join(dir, "checkpoint.key.pub")
+	r := lushctl(t, "", "audit", "verify", "--log", logPath, "--public-key", pub, "--strict")
+	if r.code != 0 || !strings.Contains(r.stdout, "verified: complete and unaltered up to the last checkpoint, and nothing comes after it") ||
+		!strings.Contains(r.stdout, "last checkpoint: position 8 at ") || !strings.Contains(r.stdout, "; nothing after it") {
+		t.Fatalf("a log closed cleanly: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+
+	// A kill leaves no checkpoint at 8; then someone deletes the newest entry.
+	db, err := sql.Open("sqlite", logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`DROP TRIGGER checkpoints_no_delete; DELETE FROM checkpoints WHERE pos = 8;
+DROP TRIGGER events_no_delete; DELETE FROM events WHERE pos = 8`); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	r = lushctl(t, "", "audit", "verify", "--log", logPath, "--public-key", pub)
+	if r.code != 0 || !strings.Contains(r.stdout, "verified: complete and unaltered up to the last checkpoint; 2 entries after it cannot be vouched for (hash-chained, but they could have been cut off)") ||
+		!strings.Contains(r.stdout, "last checkpoint: position 5 at ") || !strings.Contains(r.stdout, "; 2 entries after it (positions 6..7) cannot be vouched for") {
+		t.Errorf("the tail after the last checkpoint: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = lushctl(t, "", "audit", "verify", "--log", logPath, "--strict")
+	if r.code != exitFailed || !strings.Contains(r.stderr, "--strict: 2 entries after the last checkpoint cannot be vouched for") {
+		t.Errorf("--strict: %d %s %s", r.code, r.stdout, r.stderr)
+	}
+	r = lushctl(t, "", "audit", "verify", "--log", logPath, "--strict", "-o", "json")
+	var rep decisionlog.VerifyReport
+	if err := json.Unmarshal([]byte(r.stdout), &rep); err != nil || r.code != exitFailed || !rep.OK || rep.Uncovered != 2 || rep.Partitions[0].Uncovered != 2 {
+		t.Errorf("--strict -o json: %d %v %s", r.code, err, r.stdout)
+	}
+}
+
 func TestAuditRetain(t *testing.T) {
 	logPath, pub := chainedLog(t)
 	time.Sleep(20 * time.Millisecond) // the segment closed (at Close) before now - 10ms

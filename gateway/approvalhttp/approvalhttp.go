@@ -29,6 +29,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -58,6 +59,8 @@ type Config struct {
 	Decider *enforce.Enforcer        // the process's shared policy (point approvals-api)
 	Auth    policyhttp.Authenticator // who is asking
 	Logger  *slog.Logger             // optional: store failures
+	// AuthFailures counts and logs failed authentications (optional; one per process).
+	AuthFailures *identity.Failures
 }
 
 // Server serves the API. It is safe for concurrent use.
@@ -74,7 +77,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth}}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
 }
 
 // Handler serves the API under /approvals.

@@ -25,6 +25,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/budget"
@@ -49,6 +50,8 @@ type Config struct {
 	Decider *enforce.Enforcer        // the process's shared policy (point budgets-api); its engine gives the budgets
 	Auth    policyhttp.Authenticator // who is asking
 	Logger  *slog.Logger             // optional: store failures
+	// AuthFailures counts and logs failed authentications (optional; one per process).
+	AuthFailures *identity.Failures
 }
 
 // Server serves the API. It is safe for concurrent use.
@@ -65,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth}}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
 }
 
 // Handler serves the API under /budgets.

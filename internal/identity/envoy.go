@@ -111,13 +111,13 @@ func (c JWTMetadataConfig) FromJWTPayload(payload map[string]any) (Caller, error
 	for k, v := range payload {
 		raw, err := json.Marshal(v)
 		if err != nil {
-			return Caller{}, fail(CodeInvalidToken, "the verified token's claim %s cannot be read", shown(k))
+			return Caller{}, fail(CodeInvalidToken, "the verified token's claim %s cannot be read", shown(k)).tried(MethodEnvoyJWT)
 		}
 		cl[k] = raw
 	}
 	caller, e := claimsCaller(cl, "verified token", "ext_authz.identity.jwt_metadata", c.SubjectClaim, c.PrincipalKind, c.GroupsClaim, MethodEnvoyJWT)
 	if e != nil {
-		return Caller{}, e
+		return Caller{}, e.tried(MethodEnvoyJWT)
 	}
 	return caller, nil
 }
@@ -148,7 +148,7 @@ func (c EnvoyConfig) FromSPIFFE(id string) (Caller, bool, error) {
 		err = fmt.Errorf("%q is not a service account name (lower-case letters, digits, '-', '_' and '.')", pr.Name)
 	}
 	if err != nil {
-		return Caller{}, true, fail(CodeInvalidToken, "the peer's SPIFFE id %s does not form a principal under ext_authz.identity.spiffe[%d]: %v", shown(id), match, err)
+		return Caller{}, true, fail(CodeInvalidToken, "the peer's SPIFFE id %s does not form a principal under ext_authz.identity.spiffe[%d]: %v", shown(id), match, err).tried(MethodSPIFFE)
 	}
 	return Caller{ID: p, Groups: normGroups(m.Groups), Method: MethodSPIFFE, Subject: id}, true, nil
 }

@@ -56,7 +56,7 @@ type Caller struct {
 // (an *Error with code forbidden_agent) says which agent the token is for.
 func (c Caller) CheckAgent(agent string) error {
 	if c.Method == MethodDelegation && c.Agent != agent {
-		return &Error{Code: CodeForbiddenAgent, Message: fmt.Sprintf(
+		return &Error{Code: CodeForbiddenAgent, Method: MethodDelegation, Message: fmt.Sprintf(
 			"the delegation token lets agent %q act, not %q: ask agentd for a token for %q", c.Agent, agent, agent)}
 	}
 	return nil
@@ -78,9 +78,23 @@ const (
 type Error struct {
 	Code    string // one of the Code* constants
 	Message string // actionable: what is wrong and how to fix it
+	// Method is the authentication method the request tried (a JWT, an API key, a delegation
+	// token, ...), for metrics and logs: "" when it presented no credential, or one that is
+	// malformed or ambiguous (two headers, an Authorization header that is not a bearer token).
+	// It is not part of the text.
+	Method Method
 }
 
 func (e *Error) Error() string { return e.Code + ": " + e.Message }
+
+// tried records that the request tried method m, unless a more precise method is recorded
+// already; it returns e (nil stays nil).
+func (e *Error) tried(m Method) *Error {
+	if e != nil && e.Method == "" {
+		e.Method = m
+	}
+	return e
+}
 
 // Status is the HTTP status: 401 for all authentication failures.
 func (e *Error) Status() int { return http.StatusUnauthorized }
@@ -216,9 +230,9 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 	if proxied {
 		switch {
 		case a.proxy == nil:
-			return Caller{}, fail(CodeUntrustedProxy, "the %s and %s headers are accepted only from trusted proxies, and auth.trusted_proxy is not configured: remove the headers or configure the proxy", pHeader, gHeader)
+			return Caller{}, fail(CodeUntrustedProxy, "the %s and %s headers are accepted only from trusted proxies, and auth.trusted_proxy is not configured: remove the headers or configure the proxy", pHeader, gHeader).tried(MethodProxy)
 		case !a.proxy.trusts(r.RemoteAddr):
-			return Caller{}, fail(CodeUntrustedProxy, "the %s and %s headers are accepted only from the proxies in auth.trusted_proxy.trusted, and this request comes from %s: remove the headers or send the request through a trusted proxy", pHeader, gHeader, remoteIP(r.RemoteAddr))
+			return Caller{}, fail(CodeUntrustedProxy, "the %s and %s headers are accepted only from the proxies in auth.trusted_proxy.trusted, and this request comes from %s: remove the headers or send the request through a trusted proxy", pHeader, gHeader, remoteIP(r.RemoteAddr)).tried(MethodProxy)
 		}
 	}
 	switch {
@@ -237,11 +251,12 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
 		if key == "" {
-			return Caller{}, fail(CodeInvalidRequest, "the X-API-Key header is empty: send the API key")
+			return Caller{}, fail(CodeInvalidRequest, "the X-API-Key header is empty: send the API key").tried(MethodAPIKey)
 		}
 		return a.apiKey(key, "X-API-Key header")
 	case proxied:
-		return a.proxyCaller(pVals, gVals)
+		c, err := a.proxyCaller(pVals, gVals)
+		return c, err.tried(MethodProxy)
 	case a.dev != nil:
 		c := *a.dev
 		c.Groups = slices.Clone(c.Groups)
@@ -297,23 +312,30 @@ func (a *Authenticator) bearerToken(ctx context.Context, tok string) (Caller, *E
 	case notJWT:
 		return a.apiKey(tok, "bearer token")
 	case encryptedJWT:
-		return Caller{}, fail(CodeInvalidToken, "encrypted tokens (JWE) are not supported: send a signed JWT")
+		return Caller{}, fail(CodeInvalidToken, "encrypted tokens (JWE) are not supported: send a signed JWT").tried(MethodJWT)
 	}
 	if hdr.isDelegation() {
 		if a.delegation == nil {
-			return Caller{}, fail(CodeInvalidToken, "delegation tokens are not accepted here: configure auth.delegation.public_keys")
+			return Caller{}, fail(CodeInvalidToken, "delegation tokens are not accepted here: configure auth.delegation.public_keys").tried(MethodDelegation)
 		}
-		return a.delegation.verify(tok, parts, hdr, a.now())
+		c, err := a.delegation.verify(tok, parts, hdr, a.now())
+		return c, err.tried(MethodDelegation)
 	}
 	if len(a.issuers) == 0 {
-		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt")
+		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt").tried(MethodJWT)
 	}
-	return a.verifyJWT(ctx, tok, parts, hdr)
+	c, err := a.verifyJWT(ctx, tok, parts, hdr)
+	return c, err.tried(MethodJWT)
 }
 
 // apiKey looks the key up by its SHA-256 digest, comparing every configured digest in constant
-// time.
+// time. A bearer token that is not a JWT is taken for an API key.
 func (a *Authenticator) apiKey(key, where string) (Caller, *Error) {
+	c, err := a.lookUpKey(key, where)
+	return c, err.tried(MethodAPIKey)
+}
+
+func (a *Authenticator) lookUpKey(key, where string) (Caller, *Error) {
 	if len(a.apiKeys) == 0 {
 		if where == "bearer token" {
 			return Caller{}, fail(CodeInvalidToken, "the bearer token is not a JWT, and no API keys are configured: send a JWT from a configured issuer")

@@ -1,6 +1,7 @@
-// Package telemetry holds Lush's Prometheus metrics and its OpenTelemetry tracing setup. Nothing
-// here is global: a Metrics value owns its registry, and tracer providers are passed to the
-// components that use them.
+// Package telemetry holds Lush's Prometheus metrics, its OpenTelemetry tracing setup, and the
+// limiter that keeps a flood of one event from flooding the log (LogLimiter). Nothing here is
+// global: a Metrics value owns its registry, tracer providers are passed to the components that
+// use them, and each limiter belongs to whoever logs through it.
 package telemetry
 
 import (
@@ -36,6 +37,8 @@ type Metrics struct {
 
 	Approvals *prometheus.CounterVec // lush_approvals_total{event}
 	LoopLag   prometheus.Histogram   // lush_loop_firing_lag_seconds
+
+	AuthFailures *prometheus.CounterVec // lush_authentication_failures_total{method,reason}
 }
 
 // NewMetrics creates the metrics in a new registry, with the Go runtime and process collectors.
@@ -83,10 +86,15 @@ func NewMetrics() *Metrics {
 			[]string{"event"}),
 		AgentToolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_tool_calls_total",
 			Help: "Tool calls agents made, by agent and status (ok, error, denied, stubbed, unknown_tool)."}, []string{"agent", "status"}),
+		AuthFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_authentication_failures_total",
+			Help: "Requests refused for their credentials (401, and 403 for a delegation token used for another agent), by the method tried " +
+				"(jwt, apikey, proxy, delegation, envoy_jwt, spiffe; none: no credential; unknown: malformed or ambiguous) and reason " +
+				"(the error code: missing_credentials, invalid_request, invalid_token, expired_token, unknown_api_key, untrusted_proxy, forbidden_agent; other)."},
+			[]string{"method", "reason"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
 		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.DeclaredTools, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
-		m.LoopFirings, m.LoopLag, m.Approvals,
+		m.LoopFirings, m.LoopLag, m.Approvals, m.AuthFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -73,6 +74,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	if route.Kind == mesh.KindAgent {
 		resp = s.checkAgent(ctx, route, msg, caller)
 	} else if err := caller.CheckAgent(route.Agent); err != nil {
+		s.opts.AuthFailures.Report(ctx, remoteAddr(attrs.GetSource()), failureEndpoint, err)
 		resp = refuse(msg.ID, &problem{status: http.StatusForbidden, code: codeDenied, msg: err.Error()})
 	} else {
 		resp = s.checkServer(ctx, b, route, msg, caller)
@@ -286,11 +288,22 @@ func callChain(c identity.Caller, agent string) []string {
 	return append(slices.Clone(c.Chain), agent)
 }
 
+// failureEndpoint is what failed authentications at ext_authz are reported for.
+const failureEndpoint = "ext_authz"
+
 // caller is who makes the request: the identity Envoy verified (jwt_authn metadata; the peer
 // certificate's SPIFFE id) or what the authenticator accepts (bearer token, API key, a trusted
 // proxy's header). Presented credentials that are invalid never fall back to another method.
+// Each failure is reported (Options.AuthFailures) with the downstream peer's address.
 func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr map[string]string) (identity.Caller, *problem) {
-	unauthenticated := func(err error) *problem {
+	// The errors of Envoy's identities that are not the authenticator's are malformed
+	// credentials of method m.
+	unauthenticated := func(m identity.Method, err error) *problem {
+		var ie *identity.Error
+		if !errors.As(err, &ie) {
+			ie = &identity.Error{Code: identity.CodeInvalidRequest, Method: m, Message: err.Error()}
+		}
+		s.opts.AuthFailures.Report(ctx, remoteAddr(attrs.GetSource()), failureEndpoint, ie)
 		return &problem{status: http.StatusUnauthorized, code: mcphttp.CodeInvalidRequest, msg: err.Error()}
 	}
 	idc := s.cfg.Identity
@@ -300,11 +313,11 @@ func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr
 			if v, ok := st.GetFields()[jj.Key]; ok {
 				payload := v.GetStructValue()
 				if payload == nil {
-					return identity.Caller{}, unauthenticated(fmt.Errorf("the jwt_authn metadata %s.%s is not an object: set payload_in_metadata in the jwt_authn filter", jj.Filter, jj.Key))
+					return identity.Caller{}, unauthenticated(identity.MethodEnvoyJWT, fmt.Errorf("the jwt_authn metadata %s.%s is not an object: set payload_in_metadata in the jwt_authn filter", jj.Filter, jj.Key))
 				}
 				c, err := jj.FromJWTPayload(payload.AsMap())
 				if err != nil {
-					return c, unauthenticated(err)
+					return c, unauthenticated(identity.MethodEnvoyJWT, err)
 				}
 				return c, nil
 			}
@@ -314,12 +327,12 @@ func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr
 	if !presents && len(idc.SPIFFE) > 0 {
 		id, err := spiffeID(attrs.GetSource())
 		if err != nil {
-			return identity.Caller{}, unauthenticated(err)
+			return identity.Caller{}, unauthenticated(identity.MethodSPIFFE, err)
 		}
 		if id != "" {
 			c, ok, err := idc.FromSPIFFE(id)
 			if err != nil {
-				return c, unauthenticated(err)
+				return c, unauthenticated(identity.MethodSPIFFE, err)
 			}
 			if ok {
 				return c, nil
@@ -337,7 +350,7 @@ func (s *Server) caller(ctx context.Context, attrs *authv3.AttributeContext, hdr
 	r.RemoteAddr = remoteAddr(attrs.GetSource())
 	c, err := s.opts.Auth.Authenticate(r)
 	if err != nil {
-		return c, unauthenticated(err)
+		return c, unauthenticated("", err)
 	}
 	return c, nil
 }

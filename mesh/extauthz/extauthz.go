@@ -144,6 +144,9 @@ type Options struct {
 	// ArgumentLimits bound the arguments of a tools/call, checked before they are decoded; the
 	// zero value is jsonlimit's defaults.
 	ArgumentLimits jsonlimit.Limits
+	// AuthFailures counts and logs the requests refused for their credentials (optional; one per
+	// process).
+	AuthFailures *identity.Failures
 }
 
 // Server answers Check. Create it with New, give it builds with Deploy, and serve it with Serve

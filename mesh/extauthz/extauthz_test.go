@@ -1,6 +1,7 @@
 package extauthz_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/ecdsa"
 	"crypto/ed25519"
@@ -13,8 +14,11 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"fmt"
+	"log/slog"
 	"math/big"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -35,6 +39,7 @@ import (
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/jsonlimit"
+	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -79,6 +84,7 @@ type harnessOpts struct {
 	lushExtra string // appended to the project's lush.yaml
 	approvals bool   // calls that need approval ask for one in the log's approvals store
 	limits    jsonlimit.Limits
+	failures  *identity.Failures
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -153,7 +159,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}}
 	policy := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: h.log})
 	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live },
-		ArgumentLimits: o.limits}
+		ArgumentLimits: o.limits, AuthFailures: o.failures}
 	if o.approvals {
 		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
 			t.Fatal(err)
@@ -491,6 +497,60 @@ func TestDelegationTokens(t *testing.T) {
 	}
 }
 
+// TestFailedAuthenticationsReported: each request ext_authz refuses for its credentials
+// (Envoy-verified identities, bearer tokens, API keys, proxy headers, a token of another agent) is
+// counted by method and reason and logged with the downstream peer's address, without the
+// credential.
+func TestFailedAuthenticationsReported(t *testing.T) {
+	const wrongKey = "mallory-key-0123456789"
+	for _, tc := range []struct {
+		file           string
+		auth           string // the Authorization header, when set
+		method, reason string
+		level, source  string
+	}{
+		{file: "no_identity", method: "none", reason: identity.CodeMissingCredentials, level: "DEBUG", source: "10.244.0.12"},
+		{file: "no_identity", auth: "Bearer " + wrongKey, method: "apikey", reason: identity.CodeUnknownAPIKey, level: "WARN", source: "10.244.0.12"},
+		{file: "untrusted_header", method: "proxy", reason: identity.CodeUntrustedProxy, level: "WARN", source: "192.168.1.5"},
+		{file: "spiffe_two_ids", method: "spiffe", reason: identity.CodeInvalidRequest, level: "WARN", source: "10.244.0.31"},
+		{file: "other_agents_token", auth: "delegation", method: "delegation", reason: identity.CodeForbiddenAgent, level: "WARN", source: "10.244.0.12"},
+	} {
+		t.Run(tc.file+" "+tc.method, func(t *testing.T) {
+			var logs bytes.Buffer
+			m := telemetry.NewMetrics()
+			h := start(t, harnessOpts{failures: identity.NewFailures(m, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))})
+			req := load(t, tc.file)
+			auth := tc.auth
+			if auth == "delegation" {
+				tok, err := h.signer.Sign(identity.Delegation{Principal: "user:alice", Agent: "helper", Chain: []string{"helper"}, TTL: time.Minute})
+				if err != nil {
+					t.Fatal(err)
+				}
+				auth = "Bearer " + tok
+			}
+			if auth != "" {
+				req.Attributes.Request.Http.Headers["authorization"] = auth
+			}
+			if a := read(t, h.check(req)); a.allowed || a.status != 401 && a.status != 403 {
+				t.Fatalf("answered %d: %v", a.status, a.body)
+			}
+			rec := httptest.NewRecorder()
+			m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+			if want := fmt.Sprintf("lush_authentication_failures_total{method=%q,reason=%q} 1\n", tc.method, tc.reason); !strings.Contains(rec.Body.String(), want) {
+				t.Errorf("not counted as %s", want)
+			}
+			var line struct{ Level, Msg, Source, Endpoint, Method, Reason string }
+			if err := json.Unmarshal(logs.Bytes(), &line); err != nil || line.Msg != "authentication failed" || line.Level != tc.level ||
+				line.Source != tc.source || line.Endpoint != "ext_authz" || line.Method != tc.method || line.Reason != tc.reason {
+				t.Errorf("logged %s (%v)", logs.String(), err)
+			}
+			if auth != "" && (strings.Contains(logs.String(), strings.TrimPrefix(auth, "Bearer ")) || strings.Contains(rec.Body.String(), strings.TrimPrefix(auth, "Bearer "))) {
+				t.Errorf("the credential is in the log or the metrics: %s", logs.String())
+			}
+		})
+	}
+}
+
 // Until a build is deployed, every Check is denied and health says NOT_SERVING.
 // TestRateLimitedAtTheSidecar: a call over the project's rate limit is answered at the sidecar
 // with 429 and the standard Retry-After hint, logged as the policy's denial.
@@ -599,6 +659,20 @@ func TestSocketHealthReflection(t *testing.T) {
 	}
 	if !slices.Contains(names, "envoy.service.auth.v3.Authorization") || !slices.Contains(names, "grpc.health.v1.Health") {
 		t.Errorf("reflection lists %v", names)
+	}
+}
+
+// TestUnrecordedDecisionAtTheSidecar: when the decision log cannot be written, the call is
+// refused (503) and the answer says that its decision was not recorded.
+func TestUnrecordedDecisionAtTheSidecar(t *testing.T) {
+	h := start(t, harnessOpts{})
+	h.log.Close()
+	a := read(t, h.check(load(t, "call_read_apikey")))
+	_, msg, data := a.rpcError()
+	id, _ := data["decision_id"].(string)
+	if a.allowed || a.status != 503 || id == "" || data["recorded"] != false ||
+		!strings.HasSuffix(msg, "(decision "+id+", not recorded: the decision log cannot be written)") {
+		t.Errorf("answered %d %q %v", a.status, msg, data)
 	}
 }
 

@@ -66,6 +66,9 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 		msg = "Lush could not decide this call, so it is denied: " + strings.TrimPrefix(v.Explain(), "Lush denied this call: ")
 	}
 	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons}
+	if !v.Recorded {
+		data["recorded"] = false // the id is not in the decision log (Explain says so)
+	}
 	if v.RetryAfter > 0 { // denied by a rate limit alone: 429 with the standard retry hint
 		status, grpcCode = http.StatusTooManyRequests, code.Code_RESOURCE_EXHAUSTED
 		data["retry_after_ms"] = enforce.RetryAfterMS(v.RetryAfter)

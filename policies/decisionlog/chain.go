@@ -27,7 +27,9 @@ import (
 // hash of every entry after it, so Verify finds the first one that does not match. A checkpoint
 // signs a partition's head (position and hash) with an Ed25519 key: someone who can write the
 // database but does not hold the key cannot rewrite the chain behind a checkpoint, nor truncate it
-// below one, unnoticed.
+// below one, unnoticed. The entries after the last checkpoint have no such protection: the log
+// bounds them by time (CheckpointEvery) and count (CheckpointEntries), Close signs them, and
+// Verify counts them.
 //
 // Retention deletes whole segments: every entry up to an expired checkpoint. It appends a
 // retention record (a marker entry) that names the first position kept and the hash of the last

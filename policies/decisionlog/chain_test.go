@@ -82,6 +82,102 @@ func TestVerifyIntactChain(t *testing.T) {
 	}
 }
 
+// TestVerifyVouchesUpToTheLastCheckpoint: Verify counts the entries after the last checkpoint
+// (Uncovered), which it cannot vouch for: a log closed cleanly has none; one whose writer was
+// killed after its last checkpoint has some, and cutting some of them off is not a break but
+// leaves them counted. Cutting all of them off cannot be told from a log that ended there.
+func TestVerifyVouchesUpToTheLastCheckpoint(t *testing.T) {
+	// chainFixture: positions 1..15 checkpointed, 16 and 17 written after, and the checkpoint of
+	// Close at 17. A kill would have left no checkpoint at 17.
+	const killed = "DROP TRIGGER checkpoints_no_delete; DELETE FROM checkpoints WHERE pos = 17;"
+	const cut = "DROP TRIGGER events_no_delete; "
+	for _, tc := range []struct {
+		name            string
+		tamper          string
+		last, uncovered int64 // the last position, and how many after the last checkpoint
+		checkpoint      int64 // the last checkpoint's position
+	}{
+		{"closed cleanly", "", 17, 0, 17},
+		{"killed after a checkpoint", killed, 17, 2, 15},
+		{"killed, then the newest entry cut off", killed + cut + "DELETE FROM events WHERE pos = 17", 16, 1, 15},
+		{"killed, then cut back to the checkpoint (cannot be told)", killed + cut + "DELETE FROM events WHERE pos >= 16", 15, 0, 15},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _ := chainFixture(t, 10)
+			if tc.tamper != "" {
+				execRaw(t, path, tc.tamper)
+			}
+			rep := verify(t, path, VerifyOptions{})
+			p := rep.Partitions[0]
+			if !rep.OK || p.Problem != nil {
+				t.Fatalf("a break: %s", p.Problem)
+			}
+			if p.Last != tc.last || p.Uncovered != tc.uncovered || rep.Uncovered != tc.uncovered || p.LastCheckpoint == nil || p.LastCheckpoint.Pos != tc.checkpoint {
+				t.Errorf("last %d, uncovered %d (report %d), last checkpoint %+v; want %d, %d, %d", p.Last, p.Uncovered, rep.Uncovered, p.LastCheckpoint,
+					tc.last, tc.uncovered, tc.checkpoint)
+			}
+		})
+	}
+}
+
+// TestCheckpointEntries: the transaction that takes the chain CheckpointEntries past the last
+// checkpoint signs its head, so a writer that is killed leaves fewer than that many entries
+// uncovered, however fast it writes; Close covers the rest.
+func TestCheckpointEntries(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name    string
+		writers int // each records per events, all at once
+		per     int
+		check   func(t *testing.T, p PartitionReport)
+	}{
+		{"one at a time", 1, 25, func(t *testing.T, p PartitionReport) {
+			if p.Checkpoints != 2 || p.LastCheckpoint == nil || p.LastCheckpoint.Pos != 20 || p.Uncovered != 5 {
+				t.Errorf("%d checkpoints, the last %+v, %d uncovered; want 2, at 20, 5", p.Checkpoints, p.LastCheckpoint, p.Uncovered)
+			}
+		}},
+		{"many at once", 8, 40, func(t *testing.T, p PartitionReport) {
+			if p.Uncovered >= 10 || p.Checkpoints == 0 {
+				t.Errorf("%d checkpoints, %d uncovered; want fewer than 10 uncovered", p.Checkpoints, p.Uncovered)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, key, _ := ed25519.GenerateKey(rand.Reader)
+			path := filepath.Join(t.TempDir(), "decisions.db")
+			l, err := Open(ctx, path, SigningKey(key), CheckpointEvery(0), CheckpointEntries(10))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			var wg sync.WaitGroup
+			for w := range tc.writers {
+				wg.Go(func() {
+					for i := range tc.per {
+						if err := l.Record(ctx, sampleEvent(fmt.Sprintf("w%d-%03d", w, i))); err != nil {
+							t.Error(err)
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			// As a process killed now would leave it.
+			rep := verify(t, path, VerifyOptions{PublicKeys: []ed25519.PublicKey{key.Public().(ed25519.PublicKey)}})
+			if p := rep.Partitions[0]; !rep.OK || p.Last != int64(tc.writers*tc.per) {
+				t.Fatalf("verify: %+v", p)
+			}
+			tc.check(t, rep.Partitions[0])
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if p := verify(t, path, VerifyOptions{}).Partitions[0]; p.Uncovered != 0 {
+				t.Errorf("%d entries uncovered after Close", p.Uncovered)
+			}
+		})
+	}
+}
+
 // TestVerifyFindsTampering: each way of changing the log behind the writer's back is found,
 // and the report names the first broken entry.
 func TestVerifyFindsTampering(t *testing.T) {

@@ -16,8 +16,9 @@
 //
 // The log is append-only (triggers refuse UPDATE, and DELETE except by retention) and tamper
 // evident: every entry is hash-chained to the one before it in its partition, checkpoints sign
-// the chain's head, and Verify proves the log complete and unaltered or names the first broken
-// entry (chain.go, verify.go). Retention deletes whole expired segments and records it in the
+// the chain's head (every CheckpointEvery, every CheckpointEntries entries, and at Close), and
+// Verify proves the log complete and unaltered up to its last checkpoint, counting the entries
+// after it, or names the first broken entry (chain.go, verify.go). Retention deletes whole expired segments and records it in the
 // chain. The same log runs on PostgreSQL, shared by gateway replicas (postgres.go).
 //
 // Decision ids should be time-ordered (UUIDv7, uuid.NewV7): the unique decision_id index then

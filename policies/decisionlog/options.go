@@ -22,18 +22,20 @@ type config struct {
 	busyTimeout time.Duration
 	onConn      func(context.Context, *sql.Conn) error // tests: runs on the writer's connection after setup
 
-	partition       string
-	signingKey      ed25519.PrivateKey
-	checkpointEvery time.Duration
-	retention       time.Duration
-	retentionChunk  int
+	partition         string
+	signingKey        ed25519.PrivateKey
+	checkpointEvery   time.Duration
+	checkpointEntries int
+	retention         time.Duration
+	retentionChunk    int
 }
 
 // defaultConfig is the config of a log opened without options (but Open names a PostgreSQL
 // log's partition after its host).
 func defaultConfig() config {
 	return config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
-		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute, retentionChunk: defaultRetentionChunk}
+		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute,
+		checkpointEntries: DefaultCheckpointEntries, retentionChunk: defaultRetentionChunk}
 }
 
 // defaultRetentionChunk bounds the rows of each table one retention pass deletes, so that a
@@ -75,6 +77,25 @@ func CheckpointEvery(d time.Duration) Option {
 			return fmt.Errorf("CheckpointEvery must not be negative, not %s", d)
 		}
 		c.checkpointEvery = d
+		return nil
+	}
+}
+
+// DefaultCheckpointEntries is how many entries at most a log leaves after its last checkpoint
+// when CheckpointEntries is not given.
+const DefaultCheckpointEntries = 1000
+
+// CheckpointEntries bounds the entries after the last checkpoint by count, as CheckpointEvery
+// bounds them by time: the transaction that takes the chain n or more entries past the last
+// checkpoint signs its head too (default DefaultCheckpointEntries; 0: no bound by count). Entries
+// after the last checkpoint are what Verify cannot vouch for (they could be cut off unnoticed),
+// and a process that dies between checkpoints leaves them so.
+func CheckpointEntries(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("CheckpointEntries must not be negative, not %d", n)
+		}
+		c.checkpointEntries = n
 		return nil
 	}
 }

@@ -139,6 +139,25 @@ ALTER TABLE lush_decisionlog.events ENABLE TRIGGER ALL`); err != nil {
 	if p := rep.Partitions[0].Problem; rep.OK || p == nil || p.DecisionID != "r2-07" || !strings.Contains(p.Reason, "altered") {
 		t.Errorf("tampered event: %+v", p)
 	}
+
+	// The count bound: the transaction that takes the chain CheckpointEntries past the last
+	// checkpoint signs its head; Close signs the rest.
+	l = open("gw-3", CheckpointEntries(5))
+	for i := range 12 {
+		if err := l.Record(ctx, sampleEvent(fmt.Sprintf("r3-%02d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err = r.Verify(ctx, VerifyOptions{Partition: "gw-3"})
+	if p := rep.Partitions[0]; err != nil || !rep.OK || p.Checkpoints+p.Unsigned != 2 || p.LastCheckpoint == nil || p.LastCheckpoint.Pos != 10 || p.Uncovered != 2 {
+		t.Errorf("the count bound: %+v %v", rep, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := r.Verify(ctx, VerifyOptions{Partition: "gw-3"}); err != nil || rep.Uncovered != 0 {
+		t.Errorf("after Close: %+v %v", rep, err)
+	}
 }
 
 func TestPostgresLocationNeverShowsPassword(t *testing.T) {

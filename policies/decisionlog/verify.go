@@ -23,9 +23,12 @@ type VerifyOptions struct {
 	Progress   func(partition string, pos int64) // called every 100,000 entries
 }
 
-// VerifyReport is what Verify found, one PartitionReport per chain partition.
+// VerifyReport is what Verify found, one PartitionReport per chain partition. OK says that no
+// chain is broken: every entry up to each partition's last checkpoint is there and unaltered.
+// Uncovered counts the entries after the last checkpoints, which Verify cannot vouch for.
 type VerifyReport struct {
 	OK         bool              `json:"ok"`
+	Uncovered  int64             `json:"uncovered"` // the partitions' Uncovered, summed
 	Partitions []PartitionReport `json:"partitions"`
 }
 
@@ -44,8 +47,10 @@ type PartitionReport struct {
 	Unsigned       int              `json:"unsigned_checkpoints"`
 	Keys           []string         `json:"keys"`                      // ids of the keys that signed
 	LastCheckpoint *Checkpoint      `json:"last_checkpoint,omitempty"` // the newest checkpoint
-	// Uncovered entries come after the last checkpoint: a truncation of those could not be told
-	// from a log that ended there.
+	// Uncovered entries come after the last checkpoint (all of them, without one): they are
+	// hash-chained, but no signature covers them, so cutting them off could not be told from a log
+	// that ended there (and someone who recomputes the chain could rewrite them). A log closed
+	// cleanly has none; CheckpointEvery and CheckpointEntries bound them otherwise.
 	Uncovered int64    `json:"uncovered"`
 	Problem   *Problem `json:"problem,omitempty"` // the first break; verification of the partition stops there
 }
@@ -70,10 +75,11 @@ func (p *Problem) String() string {
 	return s + "): " + p.Reason
 }
 
-// Verify checks that every partition's chain is complete and unaltered: positions contiguous
-// from the first kept one, every hash recomputed from the entry and its predecessor, every
-// event's query columns equal to its document, and every checkpoint's signature valid and its
-// head present with the hash it signed.
+// Verify checks every partition's chain: positions contiguous from the first kept one, every
+// hash recomputed from the entry and its predecessor, every event's query columns equal to its
+// document, and every checkpoint's signature valid and its head present with the hash it signed.
+// What it vouches for is the chain up to each partition's last checkpoint: complete and
+// unaltered. The entries after it are counted (Uncovered), not vouched for.
 // Verify reads one consistent snapshot; the log may be written meanwhile. The error is for
 // failures to read; what is broken is in the report.
 func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport, error) {
@@ -99,6 +105,7 @@ func (r *Reader) Verify(ctx context.Context, opts VerifyOptions) (*VerifyReport,
 			return nil, fmt.Errorf("verify decision log %s: partition %s: %w", r.path, p, err)
 		}
 		rep.OK = rep.OK && pr.OK
+		rep.Uncovered += pr.Uncovered
 		rep.Partitions = append(rep.Partitions, *pr)
 	}
 	return rep, nil

@@ -17,6 +17,9 @@ type writer struct {
 	d                 *dialect
 	event, completion *sql.Stmt
 	floor, head       *sql.Stmt
+	// checkpointed is the newest position of the partition known to be checkpointed, by this
+	// writer or another: CheckpointEntries counts from it.
+	checkpointed int64
 }
 
 const (
@@ -73,6 +76,9 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 			return nil, err
 		}
 	}
+	if w.checkpointed, err = w.lastCheckpoint(ctx); err != nil {
+		return nil, err
+	}
 	if cfg.onConn != nil {
 		if err := cfg.onConn(ctx, conn); err != nil {
 			return nil, err
@@ -128,6 +134,7 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	case err != nil:
 		return rollback(fmt.Errorf("read the chain head: %w", err))
 	}
+	covered := w.checkpointed // the newest position checkpointed, as of this transaction
 	for i := 0; i < len(batch); i++ {
 		r := batch[i]
 		if w.d.multiRow && (r.kind == kindEvent || r.kind == kindCompletion) {
@@ -155,7 +162,10 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 				err = w.charge(ctx, r.charges)
 			}
 		case kindCheckpoint:
-			err = w.checkpoint(ctx, &h, r)
+			var c *Checkpoint
+			if c, err = w.checkpoint(ctx, &h, &covered); err == nil {
+				r.out = c
+			}
 		case kindRetention:
 			err = w.retain(ctx, &h, r)
 		}
@@ -169,9 +179,17 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			errs = append(errs, nil)
 		}
 	}
+	// A transaction that takes the chain CheckpointEntries past the last checkpoint signs the
+	// head it leaves.
+	if n := int64(w.cfg.checkpointEntries); n > 0 && h.pos-covered >= n {
+		if _, err := w.checkpoint(ctx, &h, &covered); err != nil {
+			return rollback(err)
+		}
+	}
 	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
 		return rollback(fmt.Errorf("commit: %w", err))
 	}
+	w.checkpointed = covered
 	return errs
 }
 
@@ -214,24 +232,33 @@ func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) erro
 	return nil
 }
 
-// checkpoint signs the head, unless it is already checkpointed or the chain is empty; r.out
-// receives the *Checkpoint (nil when there was nothing new).
-func (w *writer) checkpoint(ctx context.Context, h *head, r *request) error {
-	var last int64
-	if err := w.conn.QueryRowContext(ctx, w.d.q("SELECT coalesce(max(pos), 0) FROM checkpoints WHERE part = ?"), w.cfg.partition).Scan(&last); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+// checkpoint signs the head, unless it is already checkpointed or the chain is empty, and
+// returns the checkpoint (nil when there was nothing new); *covered becomes the newest position
+// checkpointed.
+func (w *writer) checkpoint(ctx context.Context, h *head, covered *int64) (*Checkpoint, error) {
+	last, err := w.lastCheckpoint(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
+	*covered = max(*covered, last)
 	if h.pos == 0 || h.pos <= last {
-		return nil
+		return nil, nil
 	}
 	c := &Checkpoint{Partition: w.cfg.partition, Pos: h.pos, Hash: hex.EncodeToString(h.hash), Timestamp: w.cfg.clock().UTC()}
 	c.sign(w.cfg.signingKey)
 	if _, err := w.conn.ExecContext(ctx, w.d.q(`INSERT INTO checkpoints (part, pos, hash, ts, key_id, public_key, signature) VALUES (?,?,?,?,?,?,?)`),
 		c.Partition, c.Pos, h.hash, c.Timestamp.UnixNano(), c.KeyID, c.PublicKey, c.Signature); err != nil {
-		return fmt.Errorf("checkpoint: %w", err)
+		return nil, fmt.Errorf("checkpoint: %w", err)
 	}
-	r.out = c
-	return nil
+	*covered = c.Pos
+	return c, nil
+}
+
+// lastCheckpoint is the newest position of the partition checkpointed (0 when none is).
+func (w *writer) lastCheckpoint(ctx context.Context) (int64, error) {
+	var last int64
+	err := w.conn.QueryRowContext(ctx, w.d.q("SELECT coalesce(max(pos), 0) FROM checkpoints WHERE part = ?"), w.cfg.partition).Scan(&last)
+	return last, err
 }
 
 // retentionResult is what one retention pass did.

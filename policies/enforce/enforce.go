@@ -8,7 +8,9 @@
 // logged with. Each enforcement point decides with an Enforcer made from it
 // (Policy.Enforcer(point)), so deploying a build to the whole process is one call (Policy.Set).
 //
-// If the decision cannot be recorded, the verdict denies: no decision is dropped silently.
+// If the decision cannot be recorded, the verdict denies: no decision is dropped silently. The
+// Policy's Logger is told why (the store's error, rate-limited), and the caller is told that the
+// decision was not recorded (DecisionRef), so that nobody looks for its id in the log.
 package enforce
 
 import (
@@ -277,9 +279,7 @@ func (e *Enforcer) record(ctx context.Context, d *decision, v *Verdict) {
 		d.extra = nil
 	}
 	if err := e.policy.cfg.Log.Record(ctx, v.event); err != nil {
-		if e.policy.cfg.Metrics != nil {
-			e.policy.cfg.Metrics.LogWriteFailures.Inc()
-		}
+		e.policy.writeFailed(ctx, "decision log: decision not recorded, so the call is denied", "decision_id", v.ID, "point", e.point, "error", err)
 		revision := v.Revision
 		v.Decision = deny(RuleLogUnavailable, "the decision log cannot be written, so the call is denied")
 		v.Decision.Outcome = authz.OutcomeError
@@ -451,12 +451,16 @@ func (v *Verdict) complete(c *decisionlog.Completion) error {
 }
 
 // Meta is the decision as clients see it, in a result's _meta["dev.lush/decision"]. A call
-// denied by a rate limit alone has retry_after_ms: when a retry can succeed.
+// denied by a rate limit alone has retry_after_ms: when a retry can succeed; a decision that
+// could not be recorded has recorded: false (its id is not in the decision log).
 func (v *Verdict) Meta() map[string]any {
 	m := map[string]any{"id": v.ID, "tool": v.Tool, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk, "reasons": v.Reasons,
 		"approvals": v.Approvals, "rules": v.Rules, "revision": v.Revision}
 	if v.RetryAfter > 0 {
 		m["retry_after_ms"] = RetryAfterMS(v.RetryAfter)
+	}
+	if !v.Recorded {
+		m["recorded"] = false
 	}
 	return m
 }
@@ -480,14 +484,28 @@ func RetryAfterSeconds(d time.Duration) int64 {
 // internals.
 func (v *Verdict) Explain() string { return Explain("call", v.Reasons, v.ID) }
 
-// Explain is the message of a denied call or invocation (what): the reasons and the decision id.
+// Explain is the message of a denied call or invocation (what): the reasons and the decision id
+// (DecisionRef: a decision that could not be recorded, denied by lush.log.unavailable, is named
+// as one that cannot be looked up).
 func Explain(what string, reasons []authz.Reason, decisionID string) string {
 	msgs := make([]string, 0, len(reasons))
+	recorded := true
 	for _, r := range reasons {
 		msgs = append(msgs, r.Message)
+		recorded = recorded && r.Rule != RuleLogUnavailable
 	}
 	if len(msgs) == 0 {
 		msgs = append(msgs, "the policy does not allow it")
 	}
-	return fmt.Sprintf("Lush denied this %s: %s (decision %s)", what, strings.Join(msgs, "; "), decisionID)
+	return fmt.Sprintf("Lush denied this %s: %s (%s)", what, strings.Join(msgs, "; "), DecisionRef(decisionID, recorded))
+}
+
+// DecisionRef names a decision for its caller: "decision <id>", which the decision log has, or,
+// when it could not be recorded, "decision <id>, not recorded: the decision log cannot be
+// written", so that nobody looks for it there (the server's log names it, with the cause).
+func DecisionRef(id string, recorded bool) string {
+	if recorded {
+		return "decision " + id
+	}
+	return "decision " + id + ", not recorded: the decision log cannot be written"
 }

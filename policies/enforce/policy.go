@@ -1,6 +1,7 @@
 package enforce
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"sync/atomic"
@@ -21,9 +22,12 @@ type Config struct {
 	Version     string // labels.version
 	Log         *decisionlog.Log
 	Metrics     *telemetry.Metrics // optional
-	Logger      *slog.Logger       // optional: completions that could not be logged
+	// Logger is told why decisions and completions could not be logged (optional), at most one
+	// line of each per UnrecordedLogInterval.
+	Logger *slog.Logger
 
-	// Clock is the time rate limits are measured by (default time.Now); tests set it.
+	// Clock is the time rate limits and the Logger's limit are measured by (default time.Now);
+	// tests set it.
 	Clock func() time.Time
 	// MaxRateBuckets bounds the token buckets each enforcer keeps for per-principal rate limits
 	// (default DefaultMaxRateBuckets); idle buckets are dropped first.
@@ -40,7 +44,13 @@ type Config struct {
 type Policy struct {
 	cfg     Config
 	current atomic.Pointer[build]
+	logged  *telemetry.LogLimiter // lines about writes to the log that failed
 }
+
+// UnrecordedLogInterval is how often at most the Logger is told that decisions (and, apart,
+// completions) could not be logged: when the log cannot be written every call fails, and one
+// line per interval, with the count of those held back, says so.
+const UnrecordedLogInterval = 10 * time.Second
 
 // build is a deployed policy engine and what the enforcers read from it once.
 type build struct {
@@ -56,7 +66,7 @@ func NewPolicy(cfg Config) *Policy {
 	if cfg.Budgets == nil && cfg.Log != nil {
 		cfg.Budgets = budget.New(cfg.Log)
 	}
-	return &Policy{cfg: cfg}
+	return &Policy{cfg: cfg, logged: telemetry.NewLogLimiter(UnrecordedLogInterval, 2, cfg.Clock)}
 }
 
 // Set makes eng the policy of every enforcer of p, for the calls that start from now on.
@@ -86,11 +96,20 @@ func (p *Policy) Enforcer(point string) *Enforcer {
 
 // completionFailed counts and reports a completion that could not be logged.
 func (p *Policy) completionFailed(id string, err error) {
+	p.writeFailed(context.Background(), "decision log: completion not recorded", "decision_id", id, "error", err)
+}
+
+// writeFailed counts a write to the decision log that failed and tells the Logger, rate-limited
+// per msg: args say which write and why (the store's own error).
+func (p *Policy) writeFailed(ctx context.Context, msg string, args ...any) {
 	if p.cfg.Metrics != nil {
 		p.cfg.Metrics.LogWriteFailures.Inc()
 	}
-	if p.cfg.Logger != nil {
-		p.cfg.Logger.Error("decision log: completion not recorded", "decision_id", id, "error", err)
+	if p.cfg.Logger == nil {
+		return
+	}
+	if ok, held := p.logged.Allow(msg); ok {
+		p.cfg.Logger.ErrorContext(ctx, msg, append(args, "suppressed", held)...)
 	}
 }
 

@@ -5,12 +5,15 @@
 // are actions of their own (reading the decision log, deciding an approval, triggering a loop)
 // also decide here.
 //
-// A request the gate does not let in is answered by it: 401 without valid credentials, 403
-// with the decision id and the policy's reasons, 404 when the policy says the thing asked for
+// A request the gate does not let in is answered by it: 401 without valid credentials (counted
+// and logged, rate-limited, by Gate.Failures), 403 with the decision id and the policy's reasons, 404 when the policy says the thing asked for
 // does not exist (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be
 // logged (fail closed). Answers are JSON:
 //
 //	{"error": {"code": "forbidden", "message": "…", "decision_id": "…", "reasons": [...]}}
+//
+// A decision that could not be logged is answered with "recorded": false, and its message says
+// so: its id is not in the decision log (the server's log names it, with the cause).
 package policyhttp
 
 import (
@@ -30,7 +33,8 @@ import (
 )
 
 // HeaderDecisionID carries the id of the decision that let a request through (or refused it), so
-// that a caller can find it in the decision log.
+// that a caller can find it in the decision log (or, for a decision that could not be recorded,
+// in the server's log).
 const HeaderDecisionID = "X-Lush-Decision-Id"
 
 // Authenticator identifies callers: *identity.Authenticator implements it. Its errors are shown
@@ -42,6 +46,10 @@ type Authenticator interface {
 // Gate authenticates and decides API requests. It is safe for concurrent use.
 type Gate struct {
 	Auth Authenticator
+	// Failures counts and logs the requests refused for their credentials: 401, and 403 for a
+	// delegation token at another agent's route. One per process (identity.NewFailures), shared
+	// by its gates; nil: not reported.
+	Failures *identity.Failures
 	// Decider decides the requests with the process's shared policy, as the API's enforcement
 	// point. Nil for a gate that only authenticates (Authenticated).
 	Decider *enforce.Enforcer
@@ -79,6 +87,7 @@ func (g *Gate) Authenticated(next http.Handler) http.Handler {
 		}
 		if agent := r.PathValue("agent"); agent != "" {
 			if err := caller.CheckAgent(agent); err != nil {
+				g.Failures.Report(ctx, r.RemoteAddr, endpoint(r), err)
 				g.refuse(w, Refusal{Status: http.StatusForbidden, Code: "forbidden", Message: message(err), Err: err})
 				return
 			}
@@ -87,20 +96,39 @@ func (g *Gate) Authenticated(next http.Handler) http.Handler {
 	})
 }
 
-// authenticate identifies the caller of r, and answers 401 itself when it cannot.
+// authenticate identifies the caller of r, and answers 401 itself (and reports it) when it
+// cannot.
 func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request) (identity.Caller, bool) {
 	if g.Auth == nil {
 		err := errors.New("this API has no authenticator, so it lets no one in")
+		g.Failures.Report(r.Context(), r.RemoteAddr, endpoint(r), err)
 		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: err.Error(), Err: err})
 		return identity.Caller{}, false
 	}
 	caller, err := g.Auth.Authenticate(r)
 	if err != nil {
+		g.Failures.Report(r.Context(), r.RemoteAddr, endpoint(r), err)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
 		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: message(err), Err: err})
 		return caller, false
 	}
 	return caller, true
+}
+
+// maxEndpoint bounds the path a failure report names when the request matched no route pattern.
+const maxEndpoint = 100
+
+// endpoint is what r asked for, for failure reports: the route pattern it matched (a fixed
+// vocabulary), else its path, cut.
+func endpoint(r *http.Request) string {
+	if r.Pattern != "" {
+		return r.Pattern
+	}
+	p := r.URL.Path
+	if len(p) > maxEndpoint {
+		p = p[:maxEndpoint] + "…"
+	}
+	return r.Method + " " + p
 }
 
 // message is what a caller is told of an authentication error: an identity.Error's actionable
@@ -175,6 +203,9 @@ func (g *Gate) Refuse(w http.ResponseWriter, v *enforce.Verdict, what string) {
 	if len(msgs) == 0 {
 		msg = prefix + "the policy does not allow " + what
 	}
+	if !v.Recorded {
+		msg += " (" + enforce.DecisionRef(v.ID, false) + ")"
+	}
 	g.refuse(w, Refusal{Status: code, Code: kind, Message: msg, Verdict: v, Reasons: reasons})
 }
 
@@ -186,6 +217,9 @@ func (g *Gate) refuse(w http.ResponseWriter, r Refusal) {
 	body := map[string]any{"code": r.Code, "message": r.Message}
 	if r.Verdict != nil {
 		body["decision_id"], body["reasons"] = r.Verdict.ID, r.Reasons
+		if !r.Verdict.Recorded {
+			body["recorded"] = false
+		}
 	}
 	WriteJSON(w, r.Status, map[string]any{"error": body})
 }

@@ -1,18 +1,26 @@
 package policyhttp_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -200,5 +208,138 @@ func TestAuthorizeAndWriteRefusal(t *testing.T) {
 	if len(refusals) != 2 || !errors.As(refusals[0].Err, &ie) || ie.Code != identity.CodeMissingCredentials ||
 		refusals[1].Verdict == nil || refusals[1].Code != "forbidden" || len(refusals[1].Reasons) == 0 {
 		t.Errorf("refusals: %+v", refusals)
+	}
+}
+
+// TestGateReportsFailedAuthentication: every request the gate refuses for its credentials, through
+// Authenticated or Authorize, is counted by method and reason and logged with its source address,
+// one line per address and reason per interval; no credential reaches the log or the metrics.
+func TestGateReportsFailedAuthentication(t *testing.T) {
+	const key, wrongKey = "lush_ci_5d1e0f3a9b7c2e4d6f8a0b1c3d5e7f9a", "lush_ci_5d1e0f3a9b7c2e4d6f8a0b1c3d5e7f90"
+	digest := sha256.Sum256([]byte(key))
+	signing := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+	auth, err := identity.New(context.Background(), identity.Config{
+		APIKeys:    []identity.APIKeyConfig{{Name: "ci", SHA256: hex.EncodeToString(digest[:]), Principal: "serviceaccount:ci"}},
+		Delegation: &identity.DelegationConfig{Keys: []ed25519.PublicKey{signing.Public().(ed25519.PublicKey)}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer auth.Close()
+	deleg, err := identity.NewSigner(signing, "").Sign(identity.Delegation{Principal: "user:alice", Agent: "researcher", Chain: []string{"researcher"}, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		Level, Msg, Source, Endpoint, Method, Reason string
+		Suppressed                                   int
+	}
+	for _, tc := range []struct {
+		name           string
+		authorize      bool     // through Authorize rather than Authenticated
+		route          string   // the request's path
+		headers        []string // name, value pairs
+		times          int      // the same request this many times
+		status         int
+		method, reason string
+		level          string
+	}{
+		{"no credentials", false, "/loops/x", nil, 1, 401, "none", identity.CodeMissingCredentials, "DEBUG"},
+		{"an unknown API key", false, "/loops/x", []string{"X-API-Key", wrongKey}, 1, 401, "apikey", identity.CodeUnknownAPIKey, "WARN"},
+		{"an unknown API key, authorizing", true, "/loops/x", []string{"Authorization", "Bearer " + wrongKey}, 1, 401, "apikey", identity.CodeUnknownAPIKey, "WARN"},
+		{"a flood from one address: one line", false, "/loops/x", []string{"X-API-Key", wrongKey}, 5, 401, "apikey", identity.CodeUnknownAPIKey, "WARN"},
+		{"a malformed bearer token", false, "/loops/x", []string{"Authorization", "Bearer " + deleg + " extra"}, 1, 401, "unknown", identity.CodeInvalidRequest, "WARN"},
+		{"a delegation token at another agent's route", false, "/agents/orchestrator/x", []string{"Authorization", "Bearer " + deleg}, 1, 403,
+			"delegation", identity.CodeForbiddenAgent, "WARN"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g, _ := gate(t, false)
+			var logs bytes.Buffer
+			m := telemetry.NewMetrics()
+			g.Auth, g.Failures = auth, identity.NewFailures(m, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+			mux := http.NewServeMux()
+			ok := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(200) })
+			mux.Handle("/agents/{agent}/x", g.Authenticated(ok))
+			if tc.authorize {
+				mux.HandleFunc("/loops/x", func(w http.ResponseWriter, r *http.Request) {
+					g.Authorize(w, r, authz.Input{Action: authz.ActionLoopRead, Loop: "weekday-digest"}, "reading loops")
+				})
+			} else {
+				mux.Handle("/loops/x", g.Authenticated(ok))
+			}
+			for range tc.times {
+				req := httptest.NewRequest("GET", tc.route, nil)
+				req.RemoteAddr = "203.0.113.5:41234"
+				for i := 0; i < len(tc.headers); i += 2 {
+					req.Header.Set(tc.headers[i], tc.headers[i+1])
+				}
+				rec := httptest.NewRecorder()
+				mux.ServeHTTP(rec, req)
+				if rec.Code != tc.status {
+					t.Fatalf("status %d, want %d: %s", rec.Code, tc.status, rec.Body)
+				}
+			}
+			metrics := scrape(m)
+			if want := fmt.Sprintf("lush_authentication_failures_total{method=%q,reason=%q} %d\n", tc.method, tc.reason, tc.times); !strings.Contains(metrics, want) {
+				t.Errorf("not counted as %s", want)
+			}
+			var lines []line
+			for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+				var ll line
+				if err := json.Unmarshal([]byte(l), &ll); err != nil {
+					t.Fatalf("log %q: %v", logs.String(), err)
+				}
+				lines = append(lines, ll)
+			}
+			pattern := "/loops/x"
+			if strings.HasPrefix(tc.route, "/agents/") {
+				pattern = "/agents/{agent}/x"
+			}
+			want := line{Level: tc.level, Msg: "authentication failed", Source: "203.0.113.5", Endpoint: pattern, Method: tc.method, Reason: tc.reason}
+			if len(lines) != 1 || lines[0] != want {
+				t.Errorf("logged %+v, want one line %+v", lines, want)
+			}
+			for _, secret := range []string{key, wrongKey, deleg} {
+				if strings.Contains(logs.String(), secret) || strings.Contains(metrics, secret) {
+					t.Errorf("a credential is in the log or the metrics:\n%s", logs.String())
+				}
+			}
+		})
+	}
+}
+
+// scrape is m as Prometheus scrapes it.
+func scrape(m *telemetry.Metrics) string {
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	return rec.Body.String()
+}
+
+// TestRefusalOfAnUnrecordedDecision: when the decision log cannot be written, the request is
+// refused (503) and the answer says that its decision was not recorded, so that nobody looks
+// for its id in the log.
+func TestRefusalOfAnUnrecordedDecision(t *testing.T) {
+	g, log := gate(t, false)
+	log.Close()
+	req := httptest.NewRequest("POST", "/loops/weekday-digest/trigger", nil)
+	req.Header.Set("X-Test-Caller", "user:ops")
+	rec := httptest.NewRecorder()
+	if v, _ := g.Authorize(rec, req, authz.Input{Action: authz.ActionLoopTrigger, Loop: "weekday-digest"}, "triggering a loop"); v != nil {
+		t.Fatalf("allowed: %+v", v)
+	}
+	var a struct {
+		Error struct {
+			Code, Message string
+			DecisionID    string `json:"decision_id"`
+			Recorded      *bool
+		}
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), &a); err != nil {
+		t.Fatal(err)
+	}
+	e := a.Error
+	want := "(decision " + e.DecisionID + ", not recorded: the decision log cannot be written)"
+	if rec.Code != 503 || e.Code != "policy_error" || e.DecisionID == "" || !strings.HasSuffix(e.Message, want) || e.Recorded == nil || *e.Recorded {
+		t.Errorf("answer %d %s, want 503 whose message ends %q, with recorded: false", rec.Code, rec.Body, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lush-agents/lush/audit/audithttp"
 	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // TestAuditAPI: the stack serves the decision-log API and its UI; the API decides audit/read
@@ -84,5 +85,25 @@ func TestAuditAPI(t *testing.T) {
 	}
 	if !allowed {
 		t.Error("carol's allowed read is not in the log with its completion")
+	}
+}
+
+// TestShutdownSignsTheLog: a process that shuts down cleanly signs its decision log's last
+// entry, so that verify vouches for every entry (a process killed between checkpoints leaves the
+// entries since its last one unprotected).
+func TestShutdownSignsTheLog(t *testing.T) {
+	h := start(t, harnessOpts{})
+	if code, _, body := h.chat("researcher", aliceKey, "What do the notes say?"); code != http.StatusOK {
+		t.Fatalf("chat: %d %s", code, body)
+	}
+	h.stop()
+	r, err := decisionlog.OpenReader(h.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	rep, err := r.Verify(context.Background(), decisionlog.VerifyOptions{})
+	if err != nil || !rep.OK || rep.Partitions[0].Last < 3 || rep.Uncovered != 0 {
+		t.Fatalf("verify after shutdown: %+v %v", rep, err)
 	}
 }

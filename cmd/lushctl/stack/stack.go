@@ -2,7 +2,8 @@
 // wires them together. Every lushctl command that serves (gateway, run, serve, chat) builds its
 // process here. The parts of a process share one decision log, one authenticator and one policy
 // (enforce.Policy): a build deployed to the gateway is the policy of every enforcement point of
-// the process at once.
+// the process at once. They also share one report of failed authentications
+// (identity.Failures), so that its log lines are limited across every API of the process.
 //
 // Parts: the MCP gateway with its approvals and budgets APIs (always); agentd (Config.Agents)
 // and the scheduler that fires loops through it (Config.Scheduler); the audit API and web UI
@@ -107,6 +108,7 @@ type Stack struct {
 	log       *decisionlog.Log
 	approvals *decisionlog.Approvals
 	auth      *identity.Authenticator
+	failures  *identity.Failures // failed authentications, at every gate of the process
 	served    chan error
 }
 
@@ -124,6 +126,7 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	}
 	gcfg := cfg.Gateway.WithDefaults()
 	s := &Stack{Metrics: telemetry.NewMetrics(), served: make(chan error, 1)}
+	s.failures = identity.NewFailures(s.Metrics, cfg.Logger)
 	defer func() {
 		if err != nil {
 			s.close()
@@ -145,20 +148,20 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if cfg.Agents != nil && gcfg.Agents.URL == "" {
 		gcfg.Agents.URL = self // lush:// calls go to agentd in this process
 	}
-	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Policy: s.Policy, Auth: s.auth, Metrics: s.Metrics,
+	if s.Gateway, err = gateway.New(gcfg, gateway.Options{ProjectDir: cfg.ProjectDir, Policy: s.Policy, Auth: s.auth, AuthFailures: s.failures, Metrics: s.Metrics,
 		Tracer: cfg.Tracer, Logger: cfg.Logger, Signer: signer, OnDeploy: s.deployed, Approvals: s.approvals}); err != nil {
 		return nil, &ConfigError{err}
 	}
 	if cfg.Agents != nil {
 		acfg := *cfg.Agents
 		acfg.GatewayURL, acfg.AllowedHosts, acfg.ArgumentLimits = self, gcfg.AllowedHosts, gcfg.ArgumentLimits()
-		if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, Policy: s.Policy,
+		if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, AuthFailures: s.failures, Policy: s.Policy,
 			Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
 			return nil, &ConfigError{err}
 		}
 	}
 	if cfg.Scheduler != nil {
-		if s.Scheduler, err = scheduler.New(ctx, *cfg.Scheduler, scheduler.Options{Invoker: scheduler.Agents(s.Agents), Auth: s.auth,
+		if s.Scheduler, err = scheduler.New(ctx, *cfg.Scheduler, scheduler.Options{Invoker: scheduler.Agents(s.Agents), Auth: s.auth, AuthFailures: s.failures,
 			Policy: s.Policy, Metrics: s.Metrics, Logger: cfg.Logger}); err != nil {
 			return nil, err
 		}
@@ -243,20 +246,21 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 		mux.Handle("/loops/", s.Scheduler.Handler())
 	}
 	if cfg.Traces != nil {
-		traces := (&policyhttp.Gate{Auth: s.auth}).Authenticated(cfg.Traces)
+		traces := (&policyhttp.Gate{Auth: s.auth, Failures: s.failures}).Authenticated(cfg.Traces)
 		mux.Handle("/traces", traces)
 		mux.Handle("/traces/", traces)
 	}
 	// The people with the approve role decide here the calls that wait for them.
 	approvals, err := approvalhttp.New(approvalhttp.Config{Store: s.approvals, Log: s.log, Decider: s.Policy.Enforcer(approvalhttp.Point),
-		Auth: s.auth, Logger: cfg.Logger})
+		Auth: s.auth, AuthFailures: s.failures, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
 	mux.Handle("/approvals", approvals.Handler())
 	mux.Handle("/approvals/", approvals.Handler())
 	// Budget usage and top-ups.
-	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: s.Policy.Enforcer(budgethttp.Point), Auth: s.auth, Logger: cfg.Logger})
+	budgets, err := budgethttp.New(budgethttp.Config{Store: s.log, Decider: s.Policy.Enforcer(budgethttp.Point), Auth: s.auth,
+		AuthFailures: s.failures, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +268,8 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	mux.Handle("/budgets/", budgets.Handler())
 	if cfg.Audit {
 		// The audit API logs its own decisions in the log it serves.
-		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth, Logger: cfg.Logger})
+		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth,
+			AuthFailures: s.failures, Logger: cfg.Logger})
 		if err != nil {
 			return nil, err
 		}
