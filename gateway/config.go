@@ -19,6 +19,7 @@ import (
 	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/mesh/extauthz"
 	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/vault"
 )
@@ -56,7 +57,13 @@ type LimitsConfig struct {
 	// Arguments bounds the arguments of a tools/call before they are decoded, at every
 	// enforcement point of the process: the gateway, ext_authz, and agentd's agent tools.
 	Arguments jsonlimit.Limits `yaml:"arguments"`
+	// DecisionTimeout bounds one evaluation of the policy; a decision that takes longer denies
+	// the call (default authz.DefaultTimeout, 500ms; at most MaxDecisionTimeout).
+	DecisionTimeout time.Duration `yaml:"decision_timeout"`
 }
+
+// MaxDecisionTimeout is the longest limits.decision_timeout: a call waits for its decision.
+const MaxDecisionTimeout = time.Minute
 
 // ArgumentLimits are the limits of a call's arguments, with defaults, that name their setting in
 // errors ("gateway config limits.arguments.max_depth").
@@ -232,6 +239,9 @@ func (c Config) Validate() error {
 	}
 	if err := c.Approvals.Validate(); err != nil {
 		problems = append(problems, err.Error())
+	}
+	if t := c.Limits.DecisionTimeout; t < 0 || t > MaxDecisionTimeout {
+		problems = append(problems, fmt.Sprintf("limits.decision_timeout: %s is not between 0 (the default, %s) and %s", t, authz.DefaultTimeout, MaxDecisionTimeout))
 	}
 	if err := c.Limits.Arguments.Validate("limits.arguments"); err != nil {
 		problems = append(problems, strings.ReplaceAll(err.Error(), "\n", "; "))

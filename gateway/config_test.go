@@ -5,9 +5,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/jsonlimit"
+	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
 // The config file maps onto Config; unknown fields name their line, and bad values their field.
@@ -64,6 +66,8 @@ ext_authz:
 		{"limits:\n  arguments:\n    max_nodes: -1\n", "limits.arguments.max_nodes: -1 must be positive"},
 		{"limits:\n  arguments:\n    max_bytes: -1\n", "limits.arguments.max_bytes: -1 must be positive"},
 		{"limits:\n  arguments:\n    max_dept: 8\n", "line 3: field max_dept not found"},
+		{"limits:\n  decision_timeout: -1s\n", "limits.decision_timeout: -1s is not between 0 (the default, 500ms) and 1m0s"},
+		{"limits:\n  decision_timeout: 2m\n", "limits.decision_timeout: 2m0s is not between 0"},
 	} {
 		cfg, err := gateway.LoadConfig(write(tc.yaml))
 		if err == nil {
@@ -72,5 +76,18 @@ ext_authz:
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// limits.decision_timeout is the policy's deadline: with an impossible one every decision times
+// out, and the gateway fails closed (the call is denied, and logged as an evaluation error).
+func TestDecisionTimeoutApplies(t *testing.T) {
+	h := start(t, gateway.Config{Limits: gateway.LimitsConfig{DecisionTimeout: time.Nanosecond}})
+	if tools := toolNames(t, h.client("assistant", aliceKey)); len(tools) != 0 {
+		t.Errorf("tools offered although every decision timed out: %v", tools)
+	}
+	recs := h.events(decisionlog.Filter{Principal: "user:alice", Action: "tools/list"})
+	if len(recs) == 0 || recs[0].Event.Outcome != "error" || !strings.Contains(recs[0].Event.Error, "deadline") {
+		t.Fatalf("decisions: %d, first %+v", len(recs), recs)
 	}
 }

@@ -254,6 +254,9 @@ func sessionKey(file string) ([]byte, error) {
 // stopped.
 func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string, bundleData []byte) error {
 	opts := []authz.Option{}
+	if t := g.cfg.Limits.DecisionTimeout; t > 0 {
+		opts = append(opts, authz.Timeout(t))
+	}
 	if g.verify != nil {
 		opts = append(opts, authz.VerifyWith(g.verify.PublicKeys, g.verify.KeyID))
 	}

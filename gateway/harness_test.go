@@ -140,6 +140,9 @@ func start(t testing.TB, cfg gateway.Config, opts ...func(*gateway.Options)) *ha
 func (h *harness) serve(cfg gateway.Config, opts ...func(*gateway.Options)) {
 	t := h.t
 	t.Helper()
+	if cfg.Limits.DecisionTimeout == 0 {
+		cfg.Limits.DecisionTimeout = time.Minute // not the 500 ms default: a loaded machine must not time decisions out
+	}
 	h.logPath = filepath.Join(t.TempDir(), "decisions.db")
 	ctx := context.Background()
 	var err error

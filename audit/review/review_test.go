@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/audit/review"
 	"github.com/lush-agents/lush/compiler"
@@ -31,7 +32,7 @@ func build(t *testing.T, edit func(dir string)) *review.Review {
 	if err != nil || !res.OK() {
 		t.Fatalf("build: %v %v", err, res.Diagnostics)
 	}
-	eng, err := authz.FromBytes(ctx, res.Bundle)
+	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -118,7 +118,7 @@ func reviewBuild(cmd *cobra.Command, dir, build string) (*review.Review, error) 
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	eng, err := authz.FromBytes(ctx, bundle)
+	eng, err := authz.FromBytes(ctx, bundle, authz.Timeout(offlineDecisionTimeout))
 	if err != nil {
 		return nil, &exitError{code: exitRuntime, msg: fmt.Sprintf("load the build's policy: %v", err)}
 	}

@@ -9,6 +9,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -20,6 +21,12 @@ import (
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/policytest"
 )
+
+// offlineDecisionTimeout bounds one decision of the commands that evaluate a build's policy
+// offline (policy eval, access review, replay). A server fails a slow decision closed
+// (authz.DefaultTimeout); an analysis must not report a decision that merely ran slow on a busy
+// machine as a denial.
+const offlineDecisionTimeout = 30 * time.Second
 
 func newPolicyCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -242,7 +249,7 @@ Exit status is 0 whatever the decision, unless --fail-on-deny is given (then 1 w
 			if err != nil {
 				return err
 			}
-			eng, err := authz.FromBytes(cmd.Context(), bundleBytes)
+			eng, err := authz.FromBytes(cmd.Context(), bundleBytes, authz.Timeout(offlineDecisionTimeout))
 			if err != nil {
 				return err
 			}

@@ -73,7 +73,7 @@ or the build cannot be read.`,
 			if err != nil {
 				return &exitError{code: exitRuntime, msg: err.Error()}
 			}
-			eng, err := authz.FromBytes(cmd.Context(), data)
+			eng, err := authz.FromBytes(cmd.Context(), data, authz.Timeout(offlineDecisionTimeout))
 			if err != nil {
 				return &exitError{code: exitRuntime, msg: fmt.Sprintf("load build %s: %v", manifest.Short(hash), err)}
 			}

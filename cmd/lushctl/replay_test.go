@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/policies/authz"
@@ -38,7 +39,7 @@ func loggedDecisions(t *testing.T) (dir, old, next, logPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := authz.FromBytes(ctx, bundle)
+	eng, err := authz.FromBytes(ctx, bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
 	if err != nil {
 		t.Fatal(err)
 	}

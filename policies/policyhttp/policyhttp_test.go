@@ -61,7 +61,7 @@ func quickstart(t *testing.T) *authz.Engine {
 			engineErr = errors.Join(err, errors.New("the quickstart does not build"))
 			return
 		}
-		engine, engineErr = authz.FromBytes(context.Background(), res.Bundle)
+		engine, engineErr = authz.FromBytes(context.Background(), res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
 	})
 	if engineErr != nil {
 		t.Fatal(engineErr)

@@ -229,6 +229,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		{Name: "carol", SHA256: sha(carolKey), Principal: "user:carol"},
 		{Name: "dave", SHA256: sha(daveKey), Principal: "user:dave"},
 	}}}
+	cfg.Limits.DecisionTimeout = time.Minute // not the 500 ms default: a loaded machine must not time decisions out
 	if o.gw != nil {
 		o.gw(&cfg)
 	}
