@@ -592,7 +592,7 @@ var (
 	denyIDs = []string{
 		"lush.input.invalid", "lush.action.unknown", "lush.agent.unknown",
 		"lush.acl.no_agent_execute", "lush.depth.exceeded",
-		"lush.capability.not_allowlisted", "lush.capability.access_exceeded",
+		"lush.capability.not_allowlisted", "lush.capability.access_exceeded", "lush.capability.unknown_tool",
 		"lush.privilege.no_grant", "lush.privilege.access_exceeded",
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.rate.limited", "lush.default.deny",
