@@ -270,6 +270,8 @@ acl:
 		{"file_read", map[string]any{"path": "secret/key.txt"}, false, "outside"},
 		{"file_read", map[string]any{"path": "data/linked/key.txt"}, false, "outside"},
 		{"file_read", map[string]any{"path": "data/../secret/key.txt"}, false, "invalid_path"},
+		{"file_read", map[string]any{"path": "/etc/nonexistent-lush-test"}, false, "outside"}, // as /etc/passwd: existence is not told
+		{"file_read", map[string]any{"path": "secret/missing.txt"}, false, "outside"},
 		{"file_list", map[string]any{"path": "data"}, true, "q3.md"},
 		{"file_list", map[string]any{"path": "."}, false, "outside"},
 		{"file_write", map[string]any{"path": "drafts/digest.md", "content": "Q3: +4%"}, true, "wrote drafts/digest.md"},
