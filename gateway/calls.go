@@ -113,6 +113,9 @@ func (c *call) decideCall(ctx context.Context, tc *toolCall) (*enforce.Verdict, 
 		invalid := false
 		tool.ArgumentsValid, tool.SchemaErrors = &invalid, schemaErrs
 	}
+	// A built-in tool that would refuse the arguments says so before the decision, which denies
+	// the call (lush.tool.refused) instead of asking a person to approve what cannot run.
+	tool.Refusal = c.g.builtinRefusal(e, tc.args)
 	in := c.input(authz.ActionToolsCall, tool)
 	in.Arguments = tc.args
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)
