@@ -116,6 +116,26 @@ func builtinTool(t *manifest.Tool, at manifest.AllowedTool) *exposed {
 	return &exposed{Name: name, Ref: t.Ref, Raw: raw, Builtin: name, Paths: at.Paths, HasOut: true}
 }
 
+// builtinRefusal is why a built-in tool refuses a call's arguments, asked before the call is
+// decided: builtin/shell's mode and allowlist (shell.Config.Refusal), so that a command that
+// could never run is denied at once instead of waiting for a person's approval first. "" when
+// the tool would take the arguments (it checks everything again when it runs) or is not a
+// built-in tool; arguments of the wrong shape are the schema check's to refuse.
+func (g *Gateway) builtinRefusal(e *exposed, args any) string {
+	if e.Builtin != "shell" || g.shell == nil {
+		return ""
+	}
+	obj, _ := args.(map[string]any)
+	cmd, ok := obj["cmd"].(string)
+	if !ok {
+		return ""
+	}
+	if r := g.shell.Refusal(cmd); r != nil {
+		return r.Code + ": " + r.Message
+	}
+	return ""
+}
+
 // runBuiltin runs an allowed call of a built-in tool and returns its MCP result: the outcome as
 // structuredContent, a short text for models that read only content, isError when it did not
 // succeed.

@@ -59,7 +59,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	}
 	e, ok := c.g.catalog(c.s, c.agent).byTool[name]
 	if !ok {
-		return toolError(fmt.Sprintf("Unknown tool %q: agent %q has no such tool. Call tools/list for the tools you can use.", name, c.agent), nil), nil
+		return c.unknownTool(ctx, name), nil
 	}
 	tc := &toolCall{e: e, p: p}
 	if raw, ok := p["arguments"]; ok && string(raw) != "null" {
@@ -87,6 +87,21 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	return c.finishCall(tc, v, result, err, time.Since(start))
 }
 
+// maxProbedName bounds what the decision log keeps of a name the agent has no tool by.
+const maxProbedName = 128
+
+// unknownTool decides a tools/call of a name the agent's catalog does not have, so that a caller
+// probing for tools is in the decision log: the policy denies it (lush.capability.unknown_tool),
+// with an answer that is the same whether the name is a tool of another agent, of no agent, or
+// one the agent's allowlist leaves out. The policy sees the name (bounded), not the arguments.
+func (c *call) unknownTool(ctx context.Context, name string) any {
+	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionToolsCall, &authz.Tool{Ref: "", Name: bounded(name, maxProbedName)}))
+	if v.Allow { // no policy allows a tool that does not exist; should one, nothing runs
+		v.Complete(decisionlog.StatusError, 0, nil, "the agent has no tool by this name")
+	}
+	return toolError(v.Explain(), v)
+}
+
 // decideCall decides the call (waiting for a person's approval when the policy asks for one)
 // and records the decision. It returns the verdict of a call that may run, or the result that
 // answers a call that does not: denied, stubbed, or refused approval.
@@ -101,6 +116,9 @@ func (c *call) decideCall(ctx context.Context, tc *toolCall) (*enforce.Verdict, 
 		invalid := false
 		tool.ArgumentsValid, tool.SchemaErrors = &invalid, schemaErrs
 	}
+	// A built-in tool that would refuse the arguments says so before the decision, which denies
+	// the call (lush.tool.refused) instead of asking a person to approve what cannot run.
+	tool.Refusal = c.g.builtinRefusal(e, tc.args)
 	in := c.input(authz.ActionToolsCall, tool)
 	in.Arguments = tc.args
 	in.LiveWrites = c.g.cfg.LiveWrites.Live(e.Ref)

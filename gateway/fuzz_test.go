@@ -3,6 +3,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -25,6 +26,7 @@ func FuzzToolsCall(f *testing.F) {
 		`{"name":"hello","_meta":{"progressToken":{"x":1}}}`,
 		`{"name":"tests__sleep","arguments":{"ms":-1e308}}`,
 		`{"name":"\u0000"}`,
+		`{"name":"no-such-tool","arguments":{"text":"x"}}`,
 		`{}`,
 		`null`,
 	} {
@@ -63,8 +65,13 @@ func FuzzToolsCall(f *testing.F) {
 			if err := dec.Decode(&in); err != nil {
 				t.Fatalf("logged input %s is not a policy input: %v", r.Event.Input, err)
 			}
-			if in.Principal.ID != "user:alice" || in.Agent != "assistant" || in.Tool == nil || in.Tool.Ref == "" {
+			if in.Principal.ID != "user:alice" || in.Agent != "assistant" || in.Tool == nil {
 				t.Fatalf("logged input %+v", in)
+			}
+			// A name the agent has no tool by is a probe: no reference, the name bounded.
+			probe := slices.Equal(r.Event.Rules, []string{"lush.capability.unknown_tool"})
+			if (in.Tool.Ref == "") != probe || probe && (in.Tool.Name == "" || len(in.Tool.Name) > 128+len("…") || in.Arguments != nil) {
+				t.Fatalf("logged input %+v, tool %+v, rules %v", in, *in.Tool, r.Event.Rules)
 			}
 		}
 	})

@@ -2,6 +2,7 @@ package gateway_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/mcp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -88,8 +90,8 @@ func TestCallAllowedStubbedLiveAndDenied(t *testing.T) {
 	if res := callTool(t, alice, "hello", nil); res.IsError || text(res) != "hello from a local tool" {
 		t.Errorf("local tool = %+v", res)
 	}
-	// An unknown tool is a readable error.
-	if res := callTool(t, alice, "nope", nil); !res.IsError || !strings.Contains(text(res), `Unknown tool "nope"`) {
+	// An unknown tool is a readable denial (TestUnknownToolIsDecided).
+	if res := callTool(t, alice, "nope", nil); !res.IsError || !strings.Contains(text(res), `agent "assistant" has no tool "nope"`) {
 		t.Errorf("unknown tool = %s", text(res))
 	}
 
@@ -103,7 +105,7 @@ func TestCallAllowedStubbedLiveAndDenied(t *testing.T) {
 		}
 		outcomes = append(outcomes, r.Event.Principal+":"+r.Event.ToolName+":"+o)
 	}
-	want := []string{"user:alice:echo:allow/ok", "user:alice:write_note:stub/stubbed", "user:bob:echo:deny", "user:alice::allow/ok"}
+	want := []string{"user:alice:echo:allow/ok", "user:alice:write_note:stub/stubbed", "user:bob:echo:deny", "user:alice::allow/ok", "user:alice:nope:deny"}
 	if !slices.Equal(outcomes, want) {
 		t.Errorf("logged calls = %v\nwant %v", outcomes, want)
 	}
@@ -452,5 +454,101 @@ func TestSSEUpstream(t *testing.T) {
 	recs := h.events(decisionlog.Filter{Tool: "mcp://legacy.internal/sse", Action: "tools/call"})
 	if len(recs) != 1 || recs[0].Completion == nil || recs[0].Completion.Status != decisionlog.StatusOK {
 		t.Errorf("log: %+v", recs)
+	}
+}
+
+// TestUnknownToolIsDecided: a call of a name the agent has no tool by is decided and logged as a
+// denial (lush.capability.unknown_tool), and its answer is the same whether the name is a tool of
+// another agent, a tool of the agent's own server that its allowlist leaves out, or no tool at
+// all, and whoever asks. What is logged of a long name is bounded.
+func TestUnknownToolIsDecided(t *testing.T) {
+	url, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	h := &harness{t: t, rec: rec, url: url}
+	h.dir = project(t, url, "  - tool: tools/publish\n    grants:\n      - {principal: group:eng, access: read}\n")
+	write := func(rel, content string, mode os.FileMode) {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(h.dir, rel)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(h.dir, rel), []byte(content), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// publish is a tool of the publisher only; the assistant's remote server is narrowed, so its
+	// fail is left out.
+	write("tools/publish/tool.yaml", "description: Publishes.\ncommand: ./run\naccess: read\n", 0o644)
+	write("tools/publish/run", "#!/bin/sh\necho published\n", 0o755)
+	write("agents/publisher/spec.yaml", "name: publisher\nmodel: gemini-2.5-flash\ndescription: Publishes.\ntools:\n"+
+		"  - name: tools/publish\n    access: read\nacl:\n  - principal: group:eng\n    role: execute\n", 0o644)
+	spec, err := os.ReadFile(filepath.Join(h.dir, "agents/assistant/spec.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	narrowed := strings.Replace(string(spec), "  - server: mcp://tests.internal/mcp\n    access: write\n",
+		"  - server: mcp://tests.internal/mcp\n    access: write\n    tools: [echo, env, sleep]\n", 1)
+	write("agents/assistant/spec.yaml", narrowed, 0o644)
+	h.serve(gateway.Config{})
+	alice, bob := h.client("assistant", aliceKey), h.client("assistant", bobKey)
+	if res := callTool(t, h.client("publisher", aliceKey), "publish", nil); res.IsError {
+		t.Fatalf("publish as the publisher: %s", text(res))
+	}
+
+	// The answers are the same but for the name and the decision id.
+	answer := func(res *mcp.CallToolResult, name string) string {
+		t.Helper()
+		b, _ := json.Marshal(res)
+		s := strings.ReplaceAll(string(b), `\"`+name+`\"`, `\"NAME\"`)
+		var id string
+		if res.Meta != nil {
+			meta, _ := res.Meta.AdditionalFields["dev.lush/decision"].(map[string]any)
+			id, _ = meta["id"].(string)
+		}
+		if id == "" || !res.IsError {
+			t.Fatalf("%s: not a denial with a decision: %s", name, b)
+		}
+		return strings.ReplaceAll(s, id, "ID")
+	}
+	probes := []struct {
+		what, name string
+		client     *client.Client
+	}{
+		{"a tool of another agent", "publish", alice},
+		{"a tool of the agent's server its allowlist leaves out", "fail", alice},
+		{"no tool", "nope", alice},
+		{"no tool, asked by a caller without grants", "nope", bob},
+	}
+	var first string
+	for _, p := range probes {
+		got := answer(callTool(t, p.client, p.name, map[string]any{"text": "x"}), p.name)
+		if first == "" {
+			first = got
+			if !strings.Contains(got, `agent \"assistant\" has no tool \"NAME\" that you may call`) || !strings.Contains(got, "lush.capability.unknown_tool") {
+				t.Fatalf("the answer: %s", got)
+			}
+		} else if got != first {
+			t.Errorf("%s: the answer\n%s\ndiffers from\n%s", p.what, got, first)
+		}
+	}
+	long := strings.Repeat("x", 10000)
+	if res := callTool(t, alice, long, nil); !res.IsError || len(text(res)) > 1000 {
+		t.Errorf("a long name: %d bytes %s", len(text(res)), text(res)[:min(len(text(res)), 300)])
+	}
+
+	// Each probe is a denial in the log, by its own rule, with the name (bounded).
+	var logged []string
+	for _, r := range h.events(decisionlog.Filter{Action: "tools/call", Outcome: "deny"}) {
+		if !slices.Equal(r.Event.Rules, []string{"lush.capability.unknown_tool"}) || r.Event.Tool != "" || r.Completion != nil {
+			t.Errorf("probe %s: rules %v, tool %q, completion %+v", r.Event.ToolName, r.Event.Rules, r.Event.Tool, r.Completion)
+		}
+		if len(r.Event.Input) > 2000 || len(r.Event.Result) > 2000 {
+			t.Errorf("probe %.20s…: input %d bytes, result %d bytes", r.Event.ToolName, len(r.Event.Input), len(r.Event.Result))
+		}
+		logged = append(logged, r.Event.Principal+":"+r.Event.ToolName)
+	}
+	want := []string{"user:alice:publish", "user:alice:fail", "user:alice:nope", "user:bob:nope", "user:alice:" + long[:128] + "…"}
+	if !slices.Equal(logged, want) {
+		t.Errorf("logged probes = %.300v\nwant %.300v", logged, want)
+	}
+	if calls := h.rec.Calls(); slices.Contains(calls, "fail") {
+		t.Errorf("a probe reached the upstream: %v", calls)
 	}
 }

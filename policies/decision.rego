@@ -60,15 +60,17 @@ allowed_decision := {
 
 # nothing_denies: the allow-side evidence the action requires is complete and
 # no deny rule fires. With that evidence no base deny rule can fire except
-# lush.depth.exceeded, lush.schema.invalid_arguments, lush.rate.limited,
-# lush.budget.exhausted and lush.approval.self: every other one needs a piece
-# of the evidence to be missing, a well-formedness problem or another action.
+# lush.depth.exceeded, lush.schema.invalid_arguments, lush.tool.refused,
+# lush.rate.limited, lush.budget.exhausted and lush.approval.self: every other
+# one needs a piece of the evidence to be missing, a well-formedness problem or
+# another action.
 # So nothing_denies implies allow without evaluating the base deny rules (the
 # tests check it).
 nothing_denies if {
 	allow_evidence
 	not depth_exceeded
 	not arguments_invalid
+	not tool_refused
 	not rate_limited
 	not budget_exhausted
 	not self_approval

@@ -108,6 +108,18 @@ loop_name := l if {
 
 live_writes if input.live_writes == true
 
+# unknown_tool_call: a tools/call of a name the enforcement point has no tool
+# by for the agent (the MCP gateway: the agent's catalog has none), sent with
+# tool.ref "" and tool.name the name asked for. It is well formed, and denied
+# (lush.capability.unknown_tool, tools.rego).
+unknown_tool_call if {
+	input.action == "tools/call"
+	input.tool.ref == ""
+	n := input.tool.name
+	is_string(n)
+	n != ""
+}
+
 # depth: max(input.depth, count(input.chain)), each counting as 0 when absent
 # or malformed.
 depth := max({count(input.chain), input.depth}) if {
@@ -190,6 +202,17 @@ input_ok if {
 }
 
 input_ok if {
+	unknown_tool_call
+	principal_id
+	groups_ok
+	agent_name
+	tool_hints_ok
+	chain_ok
+	depth_ok
+	live_writes_ok
+}
+
+input_ok if {
 	input.action == "tools/list"
 	principal_id
 	groups_ok
@@ -264,6 +287,7 @@ input_problems contains msg if {
 input_problems contains msg if {
 	scoped_actions[action]
 	not tool_ref
+	not unknown_tool_call
 	msg := sprintf("input.tool.ref must be a non-empty string naming the tool or server (required for %s)", [action])
 }
 

@@ -592,10 +592,10 @@ var (
 	denyIDs = []string{
 		"lush.input.invalid", "lush.action.unknown", "lush.agent.unknown",
 		"lush.acl.no_agent_execute", "lush.depth.exceeded",
-		"lush.capability.not_allowlisted", "lush.capability.access_exceeded",
+		"lush.capability.not_allowlisted", "lush.capability.access_exceeded", "lush.capability.unknown_tool",
 		"lush.privilege.no_grant", "lush.privilege.access_exceeded",
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
-		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.rate.limited", "lush.default.deny",
+		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.tool.refused", "lush.rate.limited", "lush.default.deny",
 		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
 		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read",
 	}
@@ -1056,6 +1056,10 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	if v, has := tool["arguments_valid"]; action == "tools/call" && has && v != nil && v != true {
 		return res
 	}
+	// The tool's own refusal: anything but absent, null or "" denies a call.
+	if v, has := tool["refusal"]; action == "tools/call" && has && v != nil && v != "" {
+		return res
+	}
 	// The enforcer's rate limit verdict: anything but absent, null or {exceeded: false} denies.
 	if rl, has := in["rate_limit"]; has && rl != nil {
 		if m, ok := rl.(map[string]any); !ok || m["exceeded"] != false {
@@ -1214,6 +1218,7 @@ func randomInput(r *rand.Rand) map[string]any {
 				"risk":            pick("read", "write", "network", "destructive", "", "huge", absent, absent, absent),
 				"arguments_valid": pick(true, false, nil, "false", absent, absent, absent, absent),
 				"schema_errors":   pick([]any{"/path: expected string, got number"}, []any{"/a: x", 3}, "x", absent, absent, absent),
+				"refusal":         pick("not_allowed: \"rm\" is not allowed; allowed: ls", "", nil, 3, absent, absent, absent, absent, absent),
 			} {
 				if v != absent {
 					t[k] = v

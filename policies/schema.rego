@@ -46,3 +46,39 @@ deny contains d if {
 		"message": sprintf("arguments of %s do not match its input schema%s", [tool_label, schema_problem]),
 	}
 }
+
+# A tool can refuse arguments its schema admits: a built-in tool's own
+# configuration (builtin/shell's mode and allowlist). An enforcement point that
+# knows (the MCP gateway asks its built-in tools before the decision) sends
+# input.tool.refusal, the tool's reason, so that such a call is denied at once,
+# before anyone is asked to approve it. Absent, null or "": not refused.
+
+# tool_refused: the tool refuses the arguments, or the enforcement point sent
+# something other than a string (fail closed).
+tool_refused if {
+	input.action == "tools/call"
+	r := input.tool.refusal
+	not r in {null, ""}
+}
+
+refusal_reason := substring(r, 0, 300) if {
+	r := input.tool.refusal
+	is_string(r)
+} else := "input.tool.refusal must be a string"
+
+# METADATA
+# title: The tool refuses the arguments
+# description: |
+#   The enforcement point found that the tool itself refuses the call's
+#   arguments (input.tool.refusal): a built-in tool whose configuration does not
+#   admit them, such as a builtin/shell command that the shell's mode or
+#   allowlist refuses. The message gives the tool's reason.
+# custom:
+#   id: lush.tool.refused
+deny contains d if {
+	tool_refused
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf("%s refuses these arguments: %s", [tool_label, refusal_reason]),
+	}
+}

@@ -80,3 +80,53 @@ test_schema_error_bounded if {
 test_nothing_denies_false_when_invalid if {
 	not value("nothing_denies", with_schema(read_call, {"arguments_valid": false}))
 }
+
+# --- the tool's own refusal (lush.tool.refused) ---
+
+live_shell_call := call(shell_call, {"arguments": {"cmd": "git log"}, "live_writes": true})
+
+test_not_refused_allows[note] if {
+	some note, fields in {
+		"not asked": {},
+		"null": {"refusal": null},
+		"empty": {"refusal": ""},
+	}
+	d := decide(with_schema(live_shell_call, fields))
+	d.allow
+	d.outcome == "approval_required"
+}
+
+test_refused_denies_before_approval[note] if {
+	some note, tc in {
+		"the allowlist": {
+			"refusal": "not_allowed: \"git log\" is not allowed; allowed: git status, ls",
+			"message": "tools/shell refuses these arguments: not_allowed: \"git log\" is not allowed; allowed: git status, ls",
+		},
+		"malformed": {"refusal": 7, "message": "tools/shell refuses these arguments: input.tool.refusal must be a string"},
+		"malformed false": {"refusal": false, "message": "tools/shell refuses these arguments: input.tool.refusal must be a string"},
+	}
+	d := decide(with_schema(live_shell_call, {"refusal": tc.refusal}))
+	denied_by(d, {"lush.tool.refused"})
+	messages(d) == {tc.message}
+}
+
+# A refusal is kept beside other denials, and concerns tools/call only.
+test_refused_with_other_denials if {
+	d := decide(with_schema(call(live_shell_call, {"principal": alice}), {"refusal": "disabled: the shell tool is off"}))
+	"lush.tool.refused" in rule_ids(d)
+	count(rule_ids(d)) > 1
+	decide(call(with_schema(read_call, {"refusal": "x"}), {"action": "tools/list"})).allow
+}
+
+test_refusal_bounded if {
+	long := concat("", [x | some _ in numbers.range(1, 1000); x := "e"])
+	d := decide(with_schema(live_shell_call, {"refusal": long}))
+	some m in messages(d)
+	count(m) < 400
+}
+
+# The fast path never skips the refusal.
+test_nothing_denies_false_when_refused if {
+	value("nothing_denies", live_shell_call)
+	not value("nothing_denies", with_schema(live_shell_call, {"refusal": "x"}))
+}

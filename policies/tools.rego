@@ -94,6 +94,27 @@ deny contains d if {
 }
 
 # METADATA
+# title: Unknown tool
+# description: |
+#   A tools/call of a name the agent has no tool by (input.tool.ref "" and
+#   input.tool.name the name asked for, input.rego): a tool of another agent,
+#   of no agent, or one the agent's allowlist leaves out. The message is the
+#   same for each, so a caller probing for tools learns nothing but that the
+#   agent has no such tool for it, and the probe is in the decision log.
+# custom:
+#   id: lush.capability.unknown_tool
+deny contains d if {
+	unknown_tool_call
+	d := {
+		"rule": rego.metadata.rule().custom.id,
+		"message": sprintf(
+			"agent %q has no tool %q that you may call: call tools/list for the tools you can use",
+			[agent_name, tool_name],
+		),
+	}
+}
+
+# METADATA
 # title: Allowlist access too low
 # description: |
 #   The agent's allowlist admits the tool at read, but the call needs write

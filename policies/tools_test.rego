@@ -120,6 +120,40 @@ test_capability_not_checked_for_unknown_agent if {
 	not "lush.capability.allowlist" in d.rules
 }
 
+# A name the agent has no tool by (ref "") is denied by its own rule alone,
+# with one message whoever asks and whatever the name is elsewhere.
+test_unknown_tool_denied[note] if {
+	some note, tc in {
+		"a tool of another agent": {"inp": call(read_call, {"tool": {"ref": "", "name": "write_file"}}), "name": "write_file"},
+		"a tool of no agent": {"inp": call(read_call, {"tool": {"ref": "", "name": "nope"}}), "name": "nope"},
+		"by a caller with other grants": {"inp": call(read_call, {"principal": {"id": "serviceaccount:orchestrator"}, "tool": {"ref": "", "name": "nope"}}), "name": "nope"},
+		"without optional fields": {"inp": {"action": "tools/call", "principal": alice, "agent": "researcher", "tool": {"ref": "", "name": "nope"}}, "name": "nope"},
+	}
+	d := decide(tc.inp)
+	denied_by(d, {"lush.capability.unknown_tool"})
+	messages(d) == {sprintf("agent \"researcher\" has no tool %q that you may call: call tools/list for the tools you can use", [tc.name])}
+	d.access == "write"
+	d.risk == "write"
+}
+
+# The agent's own checks still apply to a probe; a malformed one is malformed.
+test_unknown_tool_with_other_denials[note] if {
+	some note, tc in {
+		"no execute on the agent": {
+			"inp": call(read_call, {"principal": carol, "tool": {"ref": "", "name": "nope"}}),
+			"rules": {"lush.acl.no_agent_execute", "lush.capability.unknown_tool"},
+		},
+		"unknown agent": {
+			"inp": call(read_call, {"agent": "ghost", "tool": {"ref": "", "name": "nope"}}),
+			"rules": {"lush.agent.unknown", "lush.capability.unknown_tool"},
+		},
+		"empty name": {"inp": call(read_call, {"tool": {"ref": "", "name": ""}}), "rules": {"lush.input.invalid"}},
+		"no name": {"inp": call(read_call, {"tool": {"ref": ""}}), "rules": {"lush.input.invalid"}},
+		"tools/list": {"inp": call(read_call, {"action": "tools/list", "tool": {"ref": "", "name": "nope"}}), "rules": {"lush.input.invalid"}},
+	}
+	denied_by(decide(tc.inp), tc.rules)
+}
+
 test_tools_list_checks_like_tools_call[note] if {
 	some note, tc in {
 		"allowed tool": {"tool": tool(fs, "read_file"), "allow": true},

@@ -171,9 +171,9 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 				b = append(b, 'u')
 				break
 			}
-			if t.ArgumentsValid != nil || len(t.SchemaErrors) > 0 {
-				// The schema verdict is rare (the gateway sends it for a refused call only):
-				// project the whole object.
+			if t.ArgumentsValid != nil || len(t.SchemaErrors) > 0 || t.Refusal != "" {
+				// The schema verdict and the tool's refusal are rare (the gateway sends them for
+				// a refused call only): project the whole object.
 				b = appendKey(b, k, t.value())
 				break
 			}

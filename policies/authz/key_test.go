@@ -99,7 +99,9 @@ func randomInput(r *rand.Rand) Input {
 				Access: pick("", "", "read", "write", "admin"),
 				Risk:   pick("", "", "", "destructive", "network", "huge"),
 			}
-			switch r.Intn(4) {
+			switch r.Intn(5) {
+			case 2:
+				in.Tool.Refusal = pick("not_allowed: \"rm\" is not allowed; allowed: ls", "disabled: the shell tool is off")
 			case 0:
 				valid := r.Intn(2) == 0
 				in.Tool.ArgumentsValid = &valid
@@ -149,7 +151,7 @@ func randomDeps(r *rand.Rand) *depNode {
 	paths := [][]string{
 		{}, {"action"}, {"principal"}, {"principal", "id"}, {"principal", "groups"}, {"principal", "x"},
 		{"agent"}, {"agent", "x"}, {"chain"}, {"depth"}, {"tool"}, {"tool", "ref"}, {"tool", "name"},
-		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"tool", "arguments_valid"}, {"tool", "schema_errors"}, {"arguments"}, {"arguments", "path"},
+		{"tool", "access"}, {"tool", "risk"}, {"tool", "other"}, {"tool", "arguments_valid"}, {"tool", "schema_errors"}, {"tool", "refusal"}, {"arguments"}, {"arguments", "path"},
 		{"arguments", "nested", "a"}, {"arguments", "missing"}, {"live_writes"}, {"environment"},
 		{"loop"}, {"rate_limit"}, {"rate_limit", "exceeded"}, {"rate_limit", "limit"}, {"approval"}, {"approval", "status"}, {"approval", "approved_by"}, {"budget"}, {"budget", "exhausted"}, {"budget", "budgets"}, {"unknown"}, {"a.b"},
 	}

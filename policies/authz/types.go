@@ -112,6 +112,11 @@ type Tool struct {
 	// SchemaErrors lists what did not match ("/path: message"), bounded and without argument
 	// values; set only when ArgumentsValid is false.
 	SchemaErrors []string `json:"schema_errors,omitempty"`
+	// Refusal is set by an enforcement point that knows the tool itself refuses the call's
+	// arguments (the MCP gateway, for a built-in tool whose configuration refuses them: a
+	// builtin/shell command its mode or allowlist does not admit): the tool's reason. "" when the
+	// tool would take them or was not asked.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // value converts the input to an OPA value without a JSON round trip on the hot path.
@@ -183,6 +188,9 @@ func (t *Tool) value() ast.Object {
 			errs = append(errs, ast.StringTerm(e))
 		}
 		tool.Insert(ast.InternedTerm("schema_errors"), ast.ArrayTerm(errs...))
+	}
+	if t.Refusal != "" {
+		tool.Insert(ast.InternedTerm("refusal"), ast.StringTerm(t.Refusal))
 	}
 	return tool
 }

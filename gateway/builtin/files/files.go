@@ -209,6 +209,11 @@ func (s *Sandbox) List(path string) Result {
 
 // resolve checks path and returns its real path and its project-relative form. For a write the
 // file may not exist: its nearest existing ancestor is resolved instead, and the rest appended.
+//
+// A path outside the allowed paths is refused (outside) whether or not it exists, so the answer
+// tells nothing about the filesystem beyond them: as written, it must lie in an allowed path
+// before anything is looked up; resolved (symlinks followed), it must still; and a path that
+// does not exist is not_found only when its nearest existing ancestor is inside.
 func (s *Sandbox) resolve(path string, forWrite bool) (real, rel string, err error) {
 	switch {
 	case path == "":
@@ -223,34 +228,93 @@ func (s *Sandbox) resolve(path string, forWrite bool) (real, rel string, err err
 		full = filepath.Join(s.Root, full)
 	}
 	full = filepath.Clean(full)
+	b := s.bounds()
+	if err := b.check(path, full); err != nil {
+		return "", "", err
+	}
 	if forWrite {
 		real, err = realPathOfNew(full)
 	} else {
 		real, err = filepath.EvalSymlinks(full)
 	}
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", "", refuse("not_found", "%s does not exist", path)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Missing, or missing where a symlink leads: the nearest existing ancestor says which, and
+		// when it cannot be resolved either (a dangling link), the path is not known to be inside.
+		nearest, nerr := realPathOfNew(full)
+		if nerr != nil {
+			return "", "", refuse("outside", "%s is outside the paths this tool may use (%s)", path, b.names)
 		}
-		return "", "", err
+		if err := b.check(path, nearest); err != nil {
+			return "", "", err
+		}
+		return "", "", refuse("not_found", "%s does not exist", path)
 	}
-	if !s.inside(real) {
-		return "", "", refuse("outside", "%s is outside the paths this tool may use (%s)", path, strings.Join(s.Allowed, ", "))
-	}
-	root, err := filepath.EvalSymlinks(s.Root)
 	if err != nil {
 		return "", "", err
 	}
-	if rel, err = filepath.Rel(root, real); err != nil {
+	if err := b.check(path, real); err != nil {
 		return "", "", err
 	}
-	rel = filepath.ToSlash(rel)
+	if rel, err = filepath.Rel(b.realRoot, real); err != nil {
+		return "", "", err
+	}
+	return real, filepath.ToSlash(rel), nil
+}
+
+// bounds are where a sandbox's files may be: the project directory and the allowed paths, each
+// both as configured and as real paths (symlinks resolved), so that a path written either way
+// can be checked as a string.
+type bounds struct {
+	roots    []string // the project directory as configured, and its real path
+	allowed  []string // each allowed path under the root as configured, and its real path
+	names    string   // the allowed paths as configured, for messages
+	realRoot string   // the project directory's real path ("" when it cannot be resolved)
+}
+
+func (s *Sandbox) bounds() bounds {
+	root := filepath.Clean(s.Root)
+	b := bounds{roots: []string{root}, names: strings.Join(s.Allowed, ", ")}
+	if r, err := filepath.EvalSymlinks(root); err == nil {
+		b.realRoot = r
+		b.roots = append(b.roots, r)
+	}
+	for _, a := range s.Allowed {
+		at := filepath.Join(root, filepath.FromSlash(a))
+		b.allowed = append(b.allowed, at)
+		if r, err := filepath.EvalSymlinks(at); err == nil {
+			b.allowed = append(b.allowed, r)
+		} else if b.realRoot != "" {
+			// An allowed directory that does not exist yet: its place in the real root.
+			b.allowed = append(b.allowed, filepath.Join(b.realRoot, filepath.FromSlash(a)))
+		}
+	}
+	return b
+}
+
+// check refuses p (clean and absolute) unless it is an allowed path or lies below one, and is
+// not in a directory the file tools never touch. It compares strings and looks nothing up.
+func (b bounds) check(path, p string) error {
+	if !slices.ContainsFunc(b.allowed, func(a string) bool { return within(p, a) }) {
+		return refuse("outside", "%s is outside the paths this tool may use (%s)", path, b.names)
+	}
 	// Lush's own files (the decision log, keys, local credentials) and the repository's are never
 	// a file tool's, even under `paths: [.]`.
-	if first, _, _ := strings.Cut(rel, "/"); slices.Contains(reserved, strings.ToLower(first)) {
-		return "", "", refuse("outside", "%s is in %s, which the file tools never touch", path, first)
+	for _, root := range b.roots {
+		if !within(p, root) {
+			continue
+		}
+		rel, _ := filepath.Rel(root, p)
+		if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); slices.Contains(reserved, strings.ToLower(first)) {
+			return refuse("outside", "%s is in %s, which the file tools never touch", path, first)
+		}
 	}
-	return real, rel, nil
+	return nil
+}
+
+// within reports whether p is dir or lies below it (both clean and absolute).
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
 }
 
 // realPathOfNew resolves the longest existing prefix of full and appends the rest.
@@ -285,25 +349,6 @@ func realPathOfNew(full string) (string, error) {
 		return real, nil
 	}
 	return filepath.Join(real, rest), nil
-}
-
-// inside reports whether real is an allowed path's real path or lies below one.
-func (s *Sandbox) inside(real string) bool {
-	for _, a := range s.Allowed {
-		ar, err := filepath.EvalSymlinks(filepath.Join(s.Root, filepath.FromSlash(a)))
-		if err != nil {
-			// An allowed directory that does not exist yet: compare with its place in the root.
-			root, rerr := filepath.EvalSymlinks(s.Root)
-			if rerr != nil {
-				continue
-			}
-			ar = filepath.Join(root, filepath.FromSlash(a))
-		}
-		if rel, err := filepath.Rel(ar, real); err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-			return true
-		}
-	}
-	return false
 }
 
 // ioError turns an operating-system error into a message that names the requested path only.

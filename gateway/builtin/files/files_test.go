@@ -26,6 +26,7 @@ func project(t testing.TB) *Sandbox {
 	os.Symlink(filepath.Join(base, "outside.txt"), filepath.Join(root, "drafts/out-link"))
 	os.Symlink(filepath.Join(root, "data/q3.md"), filepath.Join(root, "data/q3-link"))
 	os.Symlink(base, filepath.Join(root, "drafts/up"))
+	os.Symlink(filepath.Join(base, "nowhere"), filepath.Join(root, "data/dangling-out"))
 	return &Sandbox{Root: root, Allowed: []string{"data", "drafts/new"}}
 }
 
@@ -57,6 +58,16 @@ func TestRead(t *testing.T) {
 		{"data/blob.bin", "binary", ""},
 		{"", "invalid_path", ""},
 		{"data/\x00x", "invalid_path", ""},
+		// Outside is outside, whether or not the path exists there: nothing is looked up.
+		{"/etc/shadow", "outside", ""},
+		{"/etc/nonexistent-lush-test", "outside", ""},
+		{filepath.Join(filepath.Dir(s.Root), "outside.txt"), "outside", ""},
+		{filepath.Join(filepath.Dir(s.Root), "missing.txt"), "outside", ""},
+		{filepath.Join(filepath.Dir(s.Root), "outside.txt", "x"), "outside", ""}, // a lookup would say "not a directory"
+		{"secret/missing.txt", "outside", ""},
+		{"data/to-secret/missing.txt", "outside", ""}, // missing where a link inside leads
+		{"data/dangling-out", "outside", ""},          // a link to nothing: not known to be inside
+		{"drafts/new/missing.md", "not_found", ""},    // in an allowed directory that does not exist yet
 	} {
 		r := s.Read(tc.path)
 		if code(r) != tc.code || tc.code == "" && (r.Content == nil || *r.Content != tc.content || !r.OK) {
@@ -119,10 +130,11 @@ func TestList(t *testing.T) {
 	for _, e := range r.Entries {
 		got = append(got, e.Name+":"+e.Type)
 	}
-	if want := "blob.bin:file,key-link:symlink,q3-link:symlink,q3.md:file,sub:dir,to-secret:symlink"; strings.Join(got, ",") != want {
+	if want := "blob.bin:file,dangling-out:symlink,key-link:symlink,q3-link:symlink,q3.md:file,sub:dir,to-secret:symlink"; strings.Join(got, ",") != want {
 		t.Errorf("entries %s", strings.Join(got, ","))
 	}
-	for path, want := range map[string]string{"": "outside", ".": "outside", "secret": "outside", "data/to-secret": "outside", "data/q3.md": "not_a_directory", "data/nope": "not_found"} {
+	for path, want := range map[string]string{"": "outside", ".": "outside", "secret": "outside", "data/to-secret": "outside", "data/q3.md": "not_a_directory", "data/nope": "not_found",
+		"secret/nope": "outside", "/etc/nonexistent-lush-test": "outside", "drafts/new": "not_found", "drafts/new/sub": "not_found", "drafts/nope": "outside"} {
 		if r := s.List(path); code(r) != want {
 			t.Errorf("List(%q) = %+v %+v", path, r, r.Error)
 		}
@@ -162,8 +174,9 @@ func TestReservedDirectories(t *testing.T) {
 	os.WriteFile(filepath.Join(s.Root, ".lush/credentials.local"), []byte("tok3n"), 0o600)
 	os.MkdirAll(filepath.Join(s.Root, ".git"), 0o755)
 	os.Symlink(filepath.Join(s.Root, ".lush"), filepath.Join(s.Root, "data/lush-link"))
-	for _, p := range []string{".lush/credentials.local", ".LUSH/credentials.local", "data/lush-link/credentials.local", filepath.Join(s.Root, ".lush/credentials.local")} {
-		if r := s.Read(p); code(r) != "outside" && code(r) != "not_found" {
+	for _, p := range []string{".lush/credentials.local", ".LUSH/credentials.local", "data/lush-link/credentials.local", filepath.Join(s.Root, ".lush/credentials.local"),
+		".lush/missing", "data/lush-link/missing", ".git/missing"} {
+		if r := s.Read(p); code(r) != "outside" {
 			t.Errorf("Read(%q) = %+v %+v", p, r, r.Error)
 		}
 	}

@@ -176,17 +176,36 @@ func FromEnv(getenv func(string) string, base Config) (Config, error) {
 	return c, nil
 }
 
-// Run runs one request. It never returns an error: every failure is a Result.
-func (c *Config) Run(ctx context.Context, req Request) Result {
+// Refusal is why the configuration refuses a command line before anything runs: the shell is
+// off (disabled), the line does not split into arguments (syntax), or the allowlist does not
+// admit it (not_allowed); nil when it may run. It looks at nothing but the line and the
+// configuration, so a gateway can ask before deciding a call, and deny a command that could never
+// run instead of asking a person to approve it first. Run refuses the same commands.
+func (c *Config) Refusal(cmd string) *Error {
+	_, refusal := c.admit(cmd)
+	return refusal
+}
+
+// admit splits a command line into its arguments, or says why the configuration refuses it.
+func (c *Config) admit(cmd string) ([]string, *Error) {
 	if c.Mode == ModeOff || c.Mode == "" {
-		return failed("disabled", "the shell tool is off")
+		return nil, &Error{Code: "disabled", Message: "the shell tool is off"}
 	}
-	argv, err := Split(req.Cmd)
+	argv, err := Split(cmd)
 	if err != nil {
-		return failed("syntax", "%v", err)
+		return nil, &Error{Code: "syntax", Message: err.Error()}
 	}
 	if c.Mode == ModeAllowlist && !c.allowed(argv) {
-		return failed("not_allowed", "%q is not allowed: commands must start with one of %s", argv[0], strings.Join(quoted(c.Allowed), ", "))
+		return nil, &Error{Code: "not_allowed", Message: fmt.Sprintf("%q is not allowed; allowed: %s", c.refused(argv), strings.Join(c.Allowed, ", "))}
+	}
+	return argv, nil
+}
+
+// Run runs one request. It never returns an error: every failure is a Result.
+func (c *Config) Run(ctx context.Context, req Request) Result {
+	argv, refusal := c.admit(req.Cmd)
+	if refusal != nil {
+		return Result{ExitCode: -1, Error: refusal}
 	}
 	dir, err := c.workdir(req.Cwd)
 	if err != nil {
@@ -252,6 +271,54 @@ func (c *Config) allowed(argv []string) bool {
 		}
 	}
 	return false
+}
+
+// maxShownArg bounds each argument a refusal shows.
+const maxShownArg = 64
+
+// refused is the part of argv the allowlist refuses, as a command line: its arguments up to and
+// including the first one that no allowed prefix matches there (all of argv when it is shorter
+// than the prefixes it matches), each bounded. With "git status" allowed, `git log --oneline` is
+// refused as "git log", and `git` alone as "git".
+func (c *Config) refused(argv []string) string {
+	matched := 0
+	for _, p := range c.Allowed {
+		prefix, err := Split(p)
+		if err != nil {
+			continue
+		}
+		n := 0
+		for n < len(prefix) && n < len(argv) && prefix[n] == argv[n] {
+			n++
+		}
+		matched = max(matched, n)
+	}
+	shown := make([]string, 0, matched+1)
+	for _, a := range argv[:min(matched+1, len(argv))] {
+		shown = append(shown, quoteArg(boundedArg(a)))
+	}
+	return strings.Join(shown, " ")
+}
+
+// boundedArg cuts an argument to maxShownArg bytes (at a rune boundary), marking the cut.
+func boundedArg(a string) string {
+	if len(a) <= maxShownArg {
+		return a
+	}
+	i := maxShownArg
+	for i > 0 && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	return a[:i] + "…"
+}
+
+// quoteArg writes an argument so that Split reads it back: as it is when it needs no quotes,
+// else in single quotes.
+func quoteArg(a string) string {
+	if a != "" && !strings.ContainsAny(a, " \t'\"\\"+operators) {
+		return a
+	}
+	return "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
 }
 
 // workdir resolves a request's cwd (relative to Dir) to a real directory inside a root.
@@ -338,14 +405,6 @@ func bounded(asked, def, fallback, max time.Duration) time.Duration {
 		v = max
 	}
 	return v
-}
-
-func quoted(ss []string) []string {
-	out := make([]string, len(ss))
-	for i, s := range ss {
-		out[i] = strconv.Quote(s)
-	}
-	return out
 }
 
 // boundedBuffer keeps the first limit bytes written and counts the rest; it never blocks the

@@ -86,6 +86,63 @@ func TestRun(t *testing.T) {
 	}
 }
 
+// refusals are command lines and how a configuration refuses them ("" code: it may run).
+var refusals = []struct {
+	name string
+	cfg  Config
+	cmd  string
+	code string
+	msg  string // the whole message
+}{
+	{"another subcommand", gitLs, "git log --oneline", "not_allowed", `"git log" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"too short for its prefix", gitLs, "git", "not_allowed", `"git" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"another command", gitLs, "rm -rf /", "not_allowed", `"rm" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"an argument with a space", gitLs, "echo 'a c'", "not_allowed", `"echo 'a c'" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"an empty argument", gitLs, "echo ''", "not_allowed", `"echo ''" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"a long argument is cut", gitLs, "git " + strings.Repeat("x", 1000), "not_allowed", `"git ` + strings.Repeat("x", 64) + `…" is not allowed; allowed: git status, ls, echo 'a b'`},
+	{"allowed", gitLs, "git status --short", "", ""},
+	{"allowed with quotes", gitLs, "echo 'a b' c", "", ""},
+	{"syntax", gitLs, "ls; rm -rf /", "syntax", `at byte 2: ';' is shell syntax, and commands run without a shell: run one command, and quote the character if it is part of an argument`},
+	{"off", Config{Mode: ModeOff}, "ls", "disabled", "the shell tool is off"},
+	{"unset mode is off", Config{}, "ls", "disabled", "the shell tool is off"},
+	{"full", Config{Mode: ModeFull}, "rm -rf /", "", ""},
+}
+
+var gitLs = Config{Mode: ModeAllowlist, Allowed: []string{"git status", "ls", "echo 'a b'"}}
+
+// TestRefusedMessage: a refused command's message says exactly which part was refused and what
+// is allowed.
+func TestRefusedMessage(t *testing.T) {
+	for _, tc := range refusals {
+		if tc.code == "" {
+			continue
+		}
+		t.Run(tc.name, func(t *testing.T) {
+			res := tc.cfg.Run(context.Background(), Request{Cmd: tc.cmd})
+			if res.OK || res.ExitCode != -1 || res.Error == nil || res.Error.Code != tc.code || res.Error.Message != tc.msg {
+				t.Fatalf("Run = %+v %+v\nwant %s: %s", res, res.Error, tc.code, tc.msg)
+			}
+		})
+	}
+	// What a refusal quotes splits back into the arguments it shows.
+	if argv, err := Split(gitLs.refused([]string{"echo", "it's a \"b\""})); err != nil || !slices.Equal(argv, []string{"echo", "it's a \"b\""}) {
+		t.Errorf("the refused part does not split back: %q %v", argv, err)
+	}
+}
+
+// TestRefusal: Refusal refuses what Run refuses, with the same error, looking at nothing but the
+// command line.
+func TestRefusal(t *testing.T) {
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.cfg.Refusal(tc.cmd)
+			if tc.code == "" && got != nil || tc.code != "" && (got == nil || got.Code != tc.code || got.Message != tc.msg) {
+				t.Fatalf("Refusal = %+v, want %q: %s", got, tc.code, tc.msg)
+			}
+		})
+	}
+}
+
 func TestTimeoutKillsTheProcessGroup(t *testing.T) {
 	root, _ := workspace(t)
 	pidFile := filepath.Join(root, "child.pid")
