@@ -670,7 +670,7 @@ func TestUnrecordedDecisionAtTheSidecar(t *testing.T) {
 	a := read(t, h.check(load(t, "call_read_apikey")))
 	_, msg, data := a.rpcError()
 	id, _ := data["decision_id"].(string)
-	if a.allowed || a.status != 503 || id == "" || data["recorded"] != false ||
+	if a.allowed || a.status != 503 || id == "" || data["recorded"] != false || !strings.HasPrefix(msg, "Lush could not record its decision on this call") ||
 		!strings.HasSuffix(msg, "(decision "+id+", not recorded: the decision log cannot be written)") {
 		t.Errorf("answered %d %q %v", a.status, msg, data)
 	}

@@ -63,7 +63,11 @@ func denied(id json.RawMessage, v *enforce.Verdict) *authv3.CheckResponse {
 	}
 	if v.Outcome == authz.OutcomeError {
 		status, grpcCode, rpcCode = http.StatusServiceUnavailable, code.Code_UNAVAILABLE, mcphttp.CodeInternalError
-		msg = "Lush could not decide this call, so it is denied: " + strings.TrimPrefix(v.Explain(), "Lush denied this call: ")
+		what := "could not decide this call"
+		if !v.Recorded {
+			what = "could not record its decision on this call" // the policy may have decided; the log did not take it
+		}
+		msg = "Lush " + what + ", so it is denied: " + strings.TrimPrefix(v.Explain(), "Lush denied this call: ")
 	}
 	data := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "rules": v.Rules, "reasons": v.Reasons}
 	if !v.Recorded {

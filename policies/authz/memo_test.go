@@ -33,6 +33,9 @@ func withPolicies(t testing.TB, policies map[string]string, opts ...authz.Option
 		}
 		b.Modules = append(b.Modules, bundle.ModuleFile{URL: "/" + path, Path: "/" + path, Raw: []byte(src), Parsed: m})
 	}
+	// Not the 500 ms default: a decision of a test on a loaded machine must not time out (a test
+	// of timeouts passes its own, which comes later and wins).
+	opts = append([]authz.Option{authz.Timeout(time.Minute)}, opts...)
 	e, err := authz.New(context.Background(), &b, opts...)
 	if err != nil {
 		t.Fatal(err)
