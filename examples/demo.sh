@@ -181,8 +181,9 @@ stop_gateway
 
 step "10. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
-echo "Every entry is hash-chained and the chain head is signed at each checkpoint: verify proves the"
-echo "log complete and unaltered against the checkpoint key's public half."
+echo "Every entry is hash-chained and the chain head is signed at each checkpoint (and at every clean"
+echo "shutdown): verify proves the log complete and unaltered up to the last checkpoint, against the"
+echo "checkpoint key's public half, and says how many entries come after it."
 show "$LUSHCTL" audit verify -q --log quickstart/.lush/decisions.db --public-key quickstart/.lush/checkpoint.key.pub
 
 printf '\n%sDone.%s Bundle: a standard OPA bundle, revision %s.\n' "$bold" "$off" "${hash:0:12}"
