@@ -25,6 +25,7 @@ import (
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/test/mcpserver"
+	"github.com/lush-agents/lush/test/projecttest"
 	"github.com/lush-agents/lush/test/syncbuf"
 )
 
@@ -141,7 +142,7 @@ func (h *harness) serve(cfg gateway.Config, opts ...func(*gateway.Options)) {
 	t := h.t
 	t.Helper()
 	if cfg.Limits.DecisionTimeout == 0 {
-		cfg.Limits.DecisionTimeout = time.Minute // not the 500 ms default: a loaded machine must not time decisions out
+		cfg.Limits.DecisionTimeout = projecttest.DecisionTimeout
 	}
 	h.logPath = filepath.Join(t.TempDir(), "decisions.db")
 	ctx := context.Background()

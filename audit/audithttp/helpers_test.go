@@ -23,6 +23,7 @@ import (
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // API keys of the test principals.
@@ -130,10 +131,7 @@ func newEnv(t testing.TB, deploy bool) *env {
 	t.Helper()
 	ctx := context.Background()
 	res := buildProject(t)
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := projecttest.Engine(t, res.Bundle)
 	logPath := filepath.Join(t.TempDir(), "decisions.db")
 	log, err := decisionlog.Open(ctx, logPath)
 	if err != nil {

@@ -10,10 +10,10 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/audit/report"
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
@@ -26,14 +26,7 @@ func TestReport(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.RemoveAll(filepath.Join(dir, ".lush"))
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, eng := projecttest.Build(t, dir)
 	logPath := filepath.Join(t.TempDir(), "decisions.db")
 	dlog, err := decisionlog.Open(ctx, logPath)
 	if err != nil {

@@ -8,11 +8,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lush-agents/lush/audit/review"
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
@@ -28,14 +27,7 @@ func build(t *testing.T, edit func(dir string)) *review.Review {
 		edit(dir)
 	}
 	ctx := context.Background()
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, eng := projecttest.Build(t, dir)
 	rv, err := review.Compute(ctx, res.Manifest, eng)
 	if err != nil {
 		t.Fatal(err)

@@ -13,12 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/identity"
-	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/scheduler"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // TestLoopExitCodes: lushctl loop maps the API's answers onto exit codes scripts can rely on, and
@@ -122,14 +121,7 @@ func TestLoopTriggerSaysWaitingOnceAccepted(t *testing.T) {
 		"agents/helper/spec.yaml": "name: helper\nmodel: gemini-2.5-flash\ndescription: Helps.\nacl:\n  - {principal: serviceaccount:bot, role: execute}\n",
 		"loops/hourly.yaml":       "name: hourly\nschedule: \"@hourly\"\nagent: helper\nrun_as: serviceaccount:bot\ninstruction: Go.\nacl:\n  - {principal: user:alice, role: execute}\n",
 	})
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, eng := projecttest.Build(t, dir)
 	log, err := decisionlog.Open(ctx, filepath.Join(t.TempDir(), "d.db"), decisionlog.CheckpointEvery(0))
 	if err != nil {
 		t.Fatal(err)

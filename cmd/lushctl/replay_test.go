@@ -7,12 +7,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // loggedDecisions builds the quickstart twice (the second build takes group:engineering's read
@@ -39,10 +39,7 @@ func loggedDecisions(t *testing.T) (dir, old, next, logPath string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng, err := authz.FromBytes(ctx, bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	eng := projecttest.Engine(t, bundle)
 	logPath = filepath.Join(t.TempDir(), "decisions.db")
 	dlog, err := decisionlog.Open(ctx, logPath)
 	if err != nil {

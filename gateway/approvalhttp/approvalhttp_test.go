@@ -14,12 +14,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/gateway/approvalhttp"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 const (
@@ -57,14 +57,8 @@ func newEnv(t testing.TB, deploy bool) *env {
 			t.Fatal(err)
 		}
 	}
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, eng := projecttest.Build(t, dir)
+	var err error
 	path := filepath.Join(t.TempDir(), "decisions.db")
 	e := &env{t: t}
 	if e.log, err = decisionlog.Open(ctx, path); err != nil {

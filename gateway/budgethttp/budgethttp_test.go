@@ -12,15 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/gateway/budgethttp"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/policies/policyhttp"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 const (
@@ -54,14 +53,7 @@ roles:
 			t.Fatal(err)
 		}
 	}
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, eng := projecttest.Build(t, dir)
 	log, err := decisionlog.Open(ctx, filepath.Join(t.TempDir(), "d.db"), decisionlog.CheckpointEvery(0))
 	if err != nil {
 		t.Fatal(err)

@@ -36,7 +36,6 @@ import (
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/telemetry"
@@ -44,6 +43,7 @@ import (
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 	"github.com/lush-agents/lush/vault"
 )
 
@@ -104,14 +104,8 @@ func start(t testing.TB, o harnessOpts) *harness {
 		f.WriteString("\n" + o.lushExtra)
 		f.Close()
 	}
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	res, eng := projecttest.Build(t, dir)
+	var err error
 	h := &harness{t: t, hash: res.Hash, logPath: filepath.Join(t.TempDir(), "decisions.db")}
 	if h.log, err = decisionlog.Open(ctx, h.logPath); err != nil {
 		t.Fatal(err)

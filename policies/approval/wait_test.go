@@ -9,11 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/policies/approval"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // waitEnv is a policy under which alice's calls of the destructive tools/purge need approval, a
@@ -42,14 +42,7 @@ func newWaitEnv(t *testing.T) *waitEnv {
 		}
 	}
 	ctx := context.Background()
-	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(ctx, res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, eng := projecttest.Build(t, dir)
 	path := filepath.Join(t.TempDir(), "d.db")
 	log, err := decisionlog.Open(ctx, path)
 	if err != nil {

@@ -5,10 +5,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 var (
@@ -52,7 +52,7 @@ const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
 
 func engine(t testing.TB) *authz.Engine {
 	t.Helper()
-	e, err := authz.FromBytes(context.Background(), quickstart(t), authz.Timeout(time.Minute)) // not the 500 ms default: a loaded machine
+	e, err := authz.FromBytes(context.Background(), quickstart(t), authz.Timeout(projecttest.DecisionTimeout))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // withPolicies prepares an engine over the quickstart bundle plus the given project policies
@@ -33,9 +34,8 @@ func withPolicies(t testing.TB, policies map[string]string, opts ...authz.Option
 		}
 		b.Modules = append(b.Modules, bundle.ModuleFile{URL: "/" + path, Path: "/" + path, Raw: []byte(src), Parsed: m})
 	}
-	// Not the 500 ms default: a decision of a test on a loaded machine must not time out (a test
-	// of timeouts passes its own, which comes later and wins).
-	opts = append([]authz.Option{authz.Timeout(time.Minute)}, opts...)
+	// Not the 500 ms default (a test of timeouts passes its own, which comes later and wins).
+	opts = append([]authz.Option{authz.Timeout(projecttest.DecisionTimeout)}, opts...)
 	e, err := authz.New(context.Background(), &b, opts...)
 	if err != nil {
 		t.Fatal(err)

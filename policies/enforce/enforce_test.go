@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
@@ -48,14 +48,7 @@ func engineWith(t testing.TB, extra string) *authz.Engine {
 	if err := os.WriteFile(filepath.Join(dir, "policies", "logmask.rego"), []byte(mask), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	res, err := compiler.Build(context.Background(), dir, compiler.Offline(true))
-	if err != nil || !res.OK() {
-		t.Fatalf("build: %v %v", err, res.Diagnostics)
-	}
-	eng, err := authz.FromBytes(context.Background(), res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, eng := projecttest.Build(t, dir)
 	return eng
 }
 

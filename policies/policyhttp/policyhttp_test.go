@@ -25,6 +25,7 @@ import (
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/policies/policyhttp"
+	"github.com/lush-agents/lush/test/projecttest"
 )
 
 // callers authenticates by the X-Test-Caller header: a principal id, or "agent:<name>" for an
@@ -61,7 +62,7 @@ func quickstart(t *testing.T) *authz.Engine {
 			engineErr = errors.Join(err, errors.New("the quickstart does not build"))
 			return
 		}
-		engine, engineErr = authz.FromBytes(context.Background(), res.Bundle, authz.Timeout(time.Minute)) // not the 500 ms default: decisions of a test on a loaded machine must not time out
+		engine, engineErr = authz.FromBytes(context.Background(), res.Bundle, authz.Timeout(projecttest.DecisionTimeout))
 	})
 	if engineErr != nil {
 		t.Fatal(engineErr)

@@ -28,6 +28,7 @@ import (
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/test/mcpserver"
+	"github.com/lush-agents/lush/test/projecttest"
 	"github.com/lush-agents/lush/test/syncbuf"
 )
 
@@ -229,7 +230,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		{Name: "carol", SHA256: sha(carolKey), Principal: "user:carol"},
 		{Name: "dave", SHA256: sha(daveKey), Principal: "user:dave"},
 	}}}
-	cfg.Limits.DecisionTimeout = time.Minute // not the 500 ms default: a loaded machine must not time decisions out
+	cfg.Limits.DecisionTimeout = projecttest.DecisionTimeout
 	if o.gw != nil {
 		o.gw(&cfg)
 	}
