@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -278,10 +279,21 @@ func (h *harness) events(f decisionlog.Filter) []decisionlog.Record {
 	return recs
 }
 
-// post sends a raw HTTP request to an agent endpoint.
+// post sends a raw HTTP request to an agent endpoint and decodes the JSON answer.
 func (h *harness) post(agent, body string, hdr map[string]string) (*http.Response, map[string]any) {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/agents/"+agent+"/mcp", strings.NewReader(body))
+	resp := h.send(agent, strings.NewReader(body), hdr)
+	defer resp.Body.Close()
+	var out map[string]any
+	json.NewDecoder(resp.Body).Decode(&out)
+	return resp, out
+}
+
+// send posts body to an agent endpoint as a JSON-RPC client does, with hdr; the caller closes the
+// answer's body.
+func (h *harness) send(agent string, body io.Reader, hdr map[string]string) *http.Response {
+	h.t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/agents/"+agent+"/mcp", body)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	for k, v := range hdr {
@@ -291,8 +303,5 @@ func (h *harness) post(agent, body string, hdr map[string]string) (*http.Respons
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
-	return resp, out
+	return resp
 }

@@ -110,16 +110,7 @@ func benchCall(b *testing.B, cfg gateway.Config, args string) {
 // the test unless the gateway answers 200.
 func (h *harness) postBytes(agent string, body []byte, hdr map[string]string) []byte {
 	h.t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, h.srv.URL+"/agents/"+agent+"/mcp", bytes.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		h.t.Fatal(err)
-	}
+	resp := h.send(agent, bytes.NewReader(body), hdr)
 	defer resp.Body.Close()
 	out, err := io.ReadAll(resp.Body)
 	if err != nil || resp.StatusCode != http.StatusOK {

@@ -43,7 +43,7 @@ func TestStoppedGatewaySignsItsLog(t *testing.T) {
 	}
 	serve := func() *proc {
 		base, gw := startGateway(t, dir, "--config", filepath.Join(dir, "gateway.yaml"), "--dev", "--dev-group", "group:eng")
-		c := goClient(t, base+"/agents/assistant/mcp", nil)
+		c := goClient(t, base+"/agents/assistant/mcp")
 		for range 3 {
 			if text, isErr := call(t, c, "hello", nil); isErr || !strings.Contains(text, "hello from a local tool") {
 				t.Fatalf("hello: %q", text)

@@ -58,7 +58,7 @@ mcp_credentials:
 `)
 	base, gw := startGateway(t, project, "--dev", "--dev-principal", "user:bob", "--dev-group", "group:eng",
 		"--log-level", "debug", "--live-writes=mcp://notes.example.com/mcp")
-	c := goClient(t, base+"/agents/scribe/mcp", nil)
+	c := goClient(t, base+"/agents/scribe/mcp")
 
 	answers := []string{}
 	text, isErr := call(t, c, "whoami", nil)

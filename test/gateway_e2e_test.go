@@ -70,12 +70,10 @@ tool_grants:
 	return dir
 }
 
-func goClient(t *testing.T, endpoint string, rt http.RoundTripper) *client.Client {
+// goClient connects mcp-go's streamable HTTP client to endpoint and initializes a session; opts
+// add headers or an HTTP client.
+func goClient(t *testing.T, endpoint string, opts ...transport.StreamableHTTPCOption) *client.Client {
 	t.Helper()
-	opts := []transport.StreamableHTTPCOption{}
-	if rt != nil {
-		opts = append(opts, transport.WithHTTPBasicClient(&http.Client{Transport: rt}))
-	}
 	c, err := client.NewStreamableHttpClient(endpoint, opts...)
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +115,7 @@ func TestGatewayWithRealServers(t *testing.T) {
 	endpoint := base + "/agents/assistant/mcp"
 
 	// mcp-go client.
-	c := goClient(t, endpoint, nil)
+	c := goClient(t, endpoint)
 	tools, err := c.ListTools(context.Background(), mcp.ListToolsRequest{})
 	if err != nil {
 		t.Fatal(err)
@@ -224,7 +222,7 @@ func TestTwoGatewayProcesses(t *testing.T) {
 	ua, _ := url.Parse(a)
 	ub, _ := url.Parse(b)
 	rt := &alternate{targets: []*url.URL{ua, ub}}
-	c := goClient(t, a+"/agents/assistant/mcp", rt)
+	c := goClient(t, a+"/agents/assistant/mcp", transport.WithHTTPBasicClient(&http.Client{Transport: rt}))
 	for i := range 4 {
 		if text, isErr := call(t, c, "echo", map[string]any{"message": fmt.Sprint(i)}); isErr || !strings.Contains(text, fmt.Sprint(i)) {
 			t.Fatalf("call %d: %q", i, text)

@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
 )
@@ -176,19 +175,8 @@ func TestShutdownWithClientsConnected(t *testing.T) {
 			for _, path := range tt.streams {
 				streams = append(streams, openStream(t, base+path))
 			}
-			c, err := client.NewStreamableHttpClient(base+tt.gateway+"/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": "alice-key-0123456789"}))
-			if err != nil {
-				t.Fatal(err)
-			}
+			c := goClient(t, base+tt.gateway+"/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": "alice-key-0123456789"}))
 			ctx := context.Background()
-			if err := c.Start(ctx); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { c.Close() })
-			if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25",
-				ClientInfo: mcp.Implementation{Name: "e2e", Version: "1"}}}); err != nil {
-				t.Fatalf("initialize: %v", err)
-			}
 			type answer struct {
 				res *mcp.CallToolResult
 				err error

@@ -26,7 +26,7 @@ func TestGatewayWatchReloads(t *testing.T) {
 	write("tools/hello/run", "#!/bin/sh\necho hello from a local tool\n", 0o755)
 
 	base, gw := startGateway(t, dir, "--dev", "--dev-group", "group:eng", "--watch")
-	c := goClient(t, base+"/agents/assistant/mcp", nil)
+	c := goClient(t, base+"/agents/assistant/mcp")
 	if text, isErr := call(t, c, "hello", nil); isErr || !strings.Contains(text, "hello from a local tool") {
 		t.Fatalf("before the change: %q", text)
 	}
