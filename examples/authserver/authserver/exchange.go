@@ -114,7 +114,7 @@ func startExchange(ctx context.Context, o exchangeOptions) (*exchangeServer, err
 		ln.Close()
 		return nil, fmt.Errorf("start the exchange server: %w", err)
 	}
-	handler := provider.HttpHandler()
+	var handler http.Handler = provider
 	mux := http.NewServeMux()
 	mux.Handle("/", handler)
 	mux.HandleFunc("POST /oauth/token", func(w http.ResponseWriter, r *http.Request) {
