@@ -71,6 +71,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -161,6 +162,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// Hydra runs in a directory of its own: a relative path would be resolved there.
+	abs, err := filepath.Abs(cfg.HydraPath)
+	if err != nil {
+		return nil, fmt.Errorf("authserver: HydraPath: %w", err)
+	}
+	cfg.HydraPath = abs
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = time.Hour
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -238,5 +239,43 @@ func getJSON(t *testing.T, u string, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+func TestOpaqueTokenIntrospection(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource))
+	ctx := context.Background()
+	if err := srv.CreateClient(ctx, authserver.Client{ID: "opaque", Secret: "opaque-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Audience: []string{notesResource}, AccessTokenStrategy: "opaque"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.ClientCredentialsToken(ctx, "opaque", "opaque-secret-0123456789", []string{notesResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(tok.AccessToken, ".") == 2 {
+		t.Fatalf("the opaque client got a JWT")
+	}
+	introspect := func(token string) map[string]any {
+		resp, err := http.PostForm(srv.IntrospectionURL(), url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := introspect(tok.AccessToken)
+	if got["active"] != true || got["client_id"] != "opaque" {
+		t.Errorf("introspection = %v, want active, client_id opaque", got)
+	}
+	if aud, _ := got["aud"].([]any); len(aud) != 1 || aud[0] != notesResource {
+		t.Errorf("aud = %v, want [%s]", got["aud"], notesResource)
+	}
+	if got := introspect("not-a-token"); got["active"] != false {
+		t.Errorf("introspection of garbage = %v, want inactive", got)
 	}
 }
