@@ -146,6 +146,19 @@ func TestTokenExchange(t *testing.T) {
 		t.Errorf("claims without an actor = %v", c)
 	}
 
+	// The audience parameter works as resource does.
+	te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, srv.ExchangeIssuer(), "gateway", exchangeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAudience, err := tokenexchange.ExchangeToken(ctx, te, user.AccessToken, oidc.AccessTokenType, "", "", nil, []string{upstreamResource}, nil, "")
+	if err != nil {
+		t.Fatalf("exchange with audience: %v", err)
+	}
+	if c := claims(t, srv.ExchangeJWKSURL(), srv.ExchangeIssuer(), byAudience.AccessToken); !equal(audience(c), []string{upstreamResource}) {
+		t.Errorf("aud = %v, want [%s]", audience(c), upstreamResource)
+	}
+
 	exchanged := resp.AccessToken // issued by the exchange server itself: neither a subject nor an actor
 	forger := newActorKey(t, "hydra")
 	forged := forger.sign(t, map[string]any{"iss": srv.Issuer(), "sub": "alice", "jti": "x"})
