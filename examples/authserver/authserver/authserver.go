@@ -69,7 +69,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -97,7 +96,7 @@ type Config struct {
 	DefaultUser string
 	// AllowedResources are the resource URLs (audiences) clients may ask tokens for: dynamically
 	// registered clients are allowed all of them, and the exchange server issues tokens only for
-	// them.
+	// them. Server.AllowResources adds more later.
 	AllowedResources []string
 	// Scopes are the scopes clients may ask for besides openid, offline_access, email and
 	// profile: dynamically registered clients that name no scope get them all.
@@ -141,9 +140,10 @@ type Server struct {
 	loginURL string
 	exch     *exchangeServer
 
-	users    map[string]User
-	mu       sync.Mutex
-	nextUser string
+	users     map[string]User
+	resources *resourceList
+	mu        sync.Mutex
+	nextUser  string
 
 	admin *http.Client // Hydra's admin API and token requests (loopback)
 
@@ -179,11 +179,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		logs = io.Discard
 	}
 	s := &Server{
-		cfg:    cfg,
-		logger: slog.New(slog.NewTextHandler(logs, nil)),
-		users:  map[string]User{},
-		admin:  &http.Client{Timeout: 30 * time.Second},
+		cfg:       cfg,
+		logger:    slog.New(slog.NewTextHandler(logs, nil)),
+		users:     map[string]User{},
+		resources: &resourceList{},
+		admin:     &http.Client{Timeout: 30 * time.Second},
 	}
+	s.resources.add(cfg.AllowedResources...)
 	for _, u := range cfg.Users {
 		s.users[u.Subject] = u
 	}
@@ -239,7 +241,7 @@ func (s *Server) start(ctx context.Context) error {
 
 	exch, err := startExchange(ctx, exchangeOptions{
 		cfg:         s.cfg.Exchange,
-		allowed:     s.cfg.AllowedResources,
+		allowed:     s.resources,
 		ttl:         s.cfg.AccessTokenTTL,
 		hydraIssuer: s.frontURL,
 		hydraJWKS:   s.hydra.publicURL + "/.well-known/jwks.json",
@@ -381,9 +383,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("authserver: DefaultUser %q is not one of Users", c.DefaultUser)
 	}
 	for i, r := range c.AllowedResources {
-		u, err := url.Parse(r)
-		if err != nil || u.Scheme == "" || u.Host == "" || u.Fragment != "" {
-			return fmt.Errorf("authserver: AllowedResources[%d] %q is not an absolute URL without a fragment (RFC 8707)", i, r)
+		if err := checkResource(r); err != nil {
+			return fmt.Errorf("authserver: AllowedResources[%d]: %w", i, err)
 		}
 	}
 	for i, sc := range c.Scopes {

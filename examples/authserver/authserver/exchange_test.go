@@ -159,6 +159,23 @@ func TestTokenExchange(t *testing.T) {
 		t.Errorf("aud = %v, want [%s]", audience(c), upstreamResource)
 	}
 
+	// A resource allowed after the start.
+	const late = "https://late.example.com/mcp"
+	if _, err := exchange(ctx, srv, "gateway", exchangeSecret, user.AccessToken, "", []string{late}); err == nil || !strings.Contains(err.Error(), "invalid_target") {
+		t.Errorf("exchange for a resource not allowed yet: %v, want invalid_target", err)
+	}
+	if err := srv.AllowResources(late); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AllowResources("not a url"); err == nil {
+		t.Error("AllowResources(not a url): no error")
+	}
+	if resp, err := exchange(ctx, srv, "gateway", exchangeSecret, user.AccessToken, "", []string{late}); err != nil {
+		t.Errorf("exchange for a resource allowed later: %v", err)
+	} else if c := claims(t, srv.ExchangeJWKSURL(), srv.ExchangeIssuer(), resp.AccessToken); !equal(audience(c), []string{late}) {
+		t.Errorf("aud = %v, want [%s]", audience(c), late)
+	}
+
 	exchanged := resp.AccessToken // issued by the exchange server itself: neither a subject nor an actor
 	forger := newActorKey(t, "hydra")
 	forged := forger.sign(t, map[string]any{"iss": srv.Issuer(), "sub": "alice", "jti": "x"})
