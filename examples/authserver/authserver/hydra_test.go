@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+	"golang.org/x/oauth2"
 
 	"github.com/lush-agents/lush/examples/authserver/authserver"
 	"github.com/lush-agents/lush/test/authtest"
@@ -277,5 +279,54 @@ func TestOpaqueTokenIntrospection(t *testing.T) {
 	}
 	if got := introspect("not-a-token"); got["active"] != false {
 		t.Errorf("introspection of garbage = %v, want inactive", got)
+	}
+}
+
+// A client with a loopback callback (as lushctl auth login has): Browse plays the person's browser
+// and the callback gets the code.
+func TestBrowseToALoopbackCallback(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource))
+	ctx := context.Background()
+	codes := make(chan url.Values, 1)
+	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		codes <- r.URL.Query()
+		_, _ = io.WriteString(w, "you may close this window")
+	}))
+	t.Cleanup(callback.Close)
+	app := authserver.Client{ID: "cli", RedirectURIs: []string{callback.URL + "/callback"}, TokenEndpointAuthMethod: "none",
+		Scopes: []string{"openid", "offline_access"}, Audience: []string{notesResource}}
+	if err := srv.CreateClient(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	conf := srv.OAuth2Config(app, "openid", "offline_access")
+	verifier := oauth2.GenerateVerifier()
+	authURL := conf.AuthCodeURL("state-number-1", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", "bob"),
+		oauth2.SetAuthURLParam("resource", notesResource))
+	final, status, err := srv.Browse(ctx, authURL)
+	if err != nil || status != http.StatusOK || final.Path != "/callback" {
+		t.Fatalf("Browse = %v, %d, %v; want the callback, 200", final, status, err)
+	}
+	q := <-codes
+	if q.Get("state") != "state-number-1" || q.Get("code") == "" {
+		t.Fatalf("callback query has state %q and a code: %v", q.Get("state"), q.Get("code") != "")
+	}
+	tok, err := conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", notesResource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken); c["sub"] != "bob" || !slices.Equal(audience(c), []string{notesResource}) {
+		t.Errorf("claims = %v", c)
+	}
+	if tok.RefreshToken == "" {
+		t.Error("no refresh token")
+	}
+
+	// Carol never consents: the callback gets access_denied.
+	authURL = conf.AuthCodeURL("state-number-2", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", "carol"))
+	if _, _, err := srv.Browse(ctx, authURL); err != nil {
+		t.Fatal(err)
+	}
+	if q := <-codes; q.Get("error") != "access_denied" || q.Get("code") != "" {
+		t.Errorf("callback query = %v, want error=access_denied and no code", q)
 	}
 }
