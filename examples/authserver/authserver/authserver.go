@@ -57,6 +57,14 @@
 // so a chain user ← agent ← agent nests. It refuses an invalid or expired subject token, an actor
 // token no trusted key signed, an unknown client or wrong secret, and an audience that is not
 // allowed.
+//
+// # Helpers
+//
+// CreateClient, DeleteClient and RevokeConsent drive Hydra's admin API. ClientCredentialsToken,
+// AuthorizationCodeToken (the whole code + PKCE flow without a browser) and RefreshToken get
+// tokens as a client would; Browse plays the browser of a person who opens an authorization URL a
+// client built, on to the client's own callback. AllowResources adds allowed resources once
+// their URLs are known. Close stops everything, Hydra's process group included.
 package authserver
 
 import (
