@@ -330,3 +330,26 @@ func TestBrowseToALoopbackCallback(t *testing.T) {
 		t.Errorf("callback query = %v, want error=access_denied and no code", q)
 	}
 }
+
+func TestShortAccessTokenTTL(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource), authtest.WithTokenTTL(3*time.Second, time.Hour))
+	ctx := context.Background()
+	if err := srv.CreateClient(ctx, authserver.Client{ID: "svc", Secret: "svc-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Audience: []string{notesResource}}); err != nil {
+		t.Fatal(err)
+	}
+	// Hydra sets exp when the request comes in (iat when it signs, later the first time, when it
+	// makes its signing key): exp is 3s after a moment between before and after.
+	before := time.Now()
+	tok, err := srv.ClientCredentialsToken(ctx, "svc", "svc-secret-0123456789", []string{notesResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	c := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken)
+	exp, _ := c["exp"].(time.Time)
+	lo, hi := before.Add(3*time.Second).Truncate(time.Second), after.Add(3*time.Second)
+	if exp.Before(lo) || exp.After(hi) {
+		t.Errorf("exp = %s, want between %s and %s (3s after the request)", exp, lo, hi)
+	}
+}
