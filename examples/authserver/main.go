@@ -68,6 +68,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	actorKeys := fs.String("actor-keys", "", "JWK set file of the public keys that sign actor tokens for token exchange")
 	actorJWKS := fs.String("actor-jwks", "", "JWKS URL of the keys that sign actor tokens for token exchange")
 	quiet := fs.Bool("quiet", false, "discard Hydra's output")
+	addr := fs.String("addr", "", "the issuer's loopback address, e.g. 127.0.0.1:4444 (the quickstart's gateway config names http://127.0.0.1:4444); default a free port")
+	exchangeAddr := fs.String("exchange-addr", "", "the token-exchange server's loopback address; default a free port")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,7 +84,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		AccessTokenTTL:   *accessTTL,
 		RefreshTokenTTL:  *refreshTTL,
 		Logs:             stderr,
+		Addr:             *addr,
 	}
+	cfg.Exchange.Addr = *exchangeAddr
 	if *quiet {
 		cfg.Logs = io.Discard
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -63,6 +64,8 @@ func TestRunRefuses(t *testing.T) {
 		{"unknown client field", []string{"--hydra", hydra, "--clients", badClients}, `unknown field "secrett"`},
 		{"bad exchange clients", []string{"--hydra", hydra, "--exchange-clients", badExchange}, "line 1"},
 		{"arguments", []string{"--hydra", hydra, "extra"}, "unexpected arguments"},
+		{"addr beyond loopback", []string{"--hydra", hydra, "--addr", "0.0.0.0:0"}, `"0.0.0.0:0" is not a loopback address`},
+		{"exchange addr beyond loopback", []string{"--hydra", hydra, "--exchange-addr", "example.com:4445"}, `"example.com:4445" is not a loopback address`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -120,8 +123,10 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
+	addr, exchangeAddr := freeAddr(t), freeAddr(t)
 	go func() {
-		done <- run(ctx, []string{"--hydra", authtest.HydraPath(t), "--quiet", "--resource", "http://127.0.0.1:9/mcp", "--clients", clients}, out)
+		done <- run(ctx, []string{"--hydra", authtest.HydraPath(t), "--quiet", "--resource", "http://127.0.0.1:9/mcp", "--clients", clients,
+			"--addr", addr, "--exchange-addr", exchangeAddr}, out)
 	}()
 	var m []string
 	timeout := time.After(time.Minute)
@@ -136,6 +141,9 @@ func TestRunServesUntilCancelled(t *testing.T) {
 		}
 	}
 	issuer, exchange, admin := m[1], m[2], m[3]
+	if issuer != "http://"+addr || exchange != "http://"+exchangeAddr {
+		t.Errorf("issuer %s and exchange %s, want them at --addr %s and --exchange-addr %s", issuer, exchange, addr, exchangeAddr)
+	}
 	for _, u := range []string{issuer + "/.well-known/openid-configuration", exchange + "/.well-known/openid-configuration", admin + "/admin/clients/svc"} {
 		resp, err := http.Get(u)
 		if err != nil {
@@ -156,4 +164,15 @@ func TestRunServesUntilCancelled(t *testing.T) {
 	if _, err := http.Get(admin + "/health/alive"); err == nil {
 		t.Errorf("Hydra still answers after run returned")
 	}
+}
+
+// freeAddr is a 127.0.0.1 address that was free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
 }

@@ -77,6 +77,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
@@ -117,6 +118,9 @@ type Config struct {
 	Exchange ExchangeConfig
 	// Logs receives Hydra's stdout and stderr and the servers' logs; nil discards them.
 	Logs io.Writer
+	// Addr is the loopback address of the front, whose URL is the issuer (for example
+	// 127.0.0.1:4444, the issuer the quickstart's gateway config names); "" picks a free port.
+	Addr string
 }
 
 // ExchangeConfig configures the RFC 8693 token-exchange server.
@@ -128,6 +132,8 @@ type ExchangeConfig struct {
 	// With neither, every actor token is refused.
 	TrustedActorKeys    []byte
 	TrustedActorJWKSURL string
+	// Addr is the exchange server's loopback address, its issuer's host; "" picks a free port.
+	Addr string
 }
 
 // ExchangeClient is a client of the token-exchange server.
@@ -209,7 +215,7 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 }
 
 func (s *Server) start(ctx context.Context) error {
-	frontLn, err := listen()
+	frontLn, err := listenOn(s.cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("start the front: %w", err)
 	}
@@ -217,6 +223,14 @@ func (s *Server) start(ctx context.Context) error {
 	if err != nil {
 		frontLn.Close()
 		return fmt.Errorf("start the login app: %w", err)
+	}
+	// The exchange server's address is taken before Hydra picks its free ports, so that a
+	// configured one cannot be picked for Hydra.
+	exchLn, err := listenOn(s.cfg.Exchange.Addr)
+	if err != nil {
+		frontLn.Close()
+		loginLn.Close()
+		return fmt.Errorf("start the exchange server: %w", err)
 	}
 	s.frontURL = "http://" + frontLn.Addr().String()
 	s.loginURL = "http://" + loginLn.Addr().String()
@@ -237,17 +251,20 @@ func (s *Server) start(ctx context.Context) error {
 	}
 	if s.hydra == nil {
 		frontLn.Close()
+		exchLn.Close()
 		return lastErr
 	}
 	front, err := s.frontHandler()
 	if err != nil {
 		frontLn.Close()
+		exchLn.Close()
 		return err
 	}
 	s.front = &http.Server{Handler: front, ReadHeaderTimeout: 10 * time.Second}
 	s.serve(s.front, frontLn)
 
 	exch, err := startExchange(ctx, exchangeOptions{
+		ln:          exchLn,
 		cfg:         s.cfg.Exchange,
 		allowed:     s.resources,
 		ttl:         s.cfg.AccessTokenTTL,
@@ -415,8 +432,17 @@ func (c Config) validate() error {
 }
 
 // listen listens on a free 127.0.0.1 port.
-func listen() (net.Listener, error) {
-	return net.Listen("tcp", "127.0.0.1:0")
+func listen() (net.Listener, error) { return listenOn("") }
+
+// listenOn listens on addr, which must be a loopback address ("" picks a free 127.0.0.1 port).
+func listenOn(addr string) (net.Listener, error) {
+	if addr == "" {
+		return net.Listen("tcp", "127.0.0.1:0")
+	}
+	if ap, err := netip.ParseAddrPort(addr); err != nil || !ap.Addr().IsLoopback() {
+		return nil, fmt.Errorf("%q is not a loopback address (ip:port): these servers are for tests and the demo only", addr)
+	}
+	return net.Listen("tcp", addr)
 }
 
 // freePort returns a 127.0.0.1 port that was free a moment ago (for Hydra, which binds its own).

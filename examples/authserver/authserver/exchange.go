@@ -31,6 +31,7 @@ import (
 // answers its storage questions.
 
 type exchangeOptions struct {
+	ln          net.Listener // the server's listener; startExchange owns it (closes it on failure)
 	cfg         ExchangeConfig
 	allowed     *resourceList
 	ttl         time.Duration
@@ -62,11 +63,13 @@ func startExchange(ctx context.Context, o exchangeOptions) (*exchangeServer, err
 	if len(o.cfg.TrustedActorKeys) > 0 {
 		set, err := jwk.Parse(o.cfg.TrustedActorKeys)
 		if err != nil {
+			o.ln.Close()
 			return nil, fmt.Errorf("authserver: Exchange.TrustedActorKeys: not a JWK set: %w", err)
 		}
 		for i := range set.Len() {
 			k, _ := set.Key(i)
 			if isPrivate(k) {
+				o.ln.Close()
 				return nil, fmt.Errorf("authserver: Exchange.TrustedActorKeys: key %d is a private key: give only public keys", i)
 			}
 		}
@@ -74,13 +77,11 @@ func startExchange(ctx context.Context, o exchangeOptions) (*exchangeServer, err
 	}
 	if o.cfg.TrustedActorJWKSURL != "" {
 		if u, err := url.Parse(o.cfg.TrustedActorJWKSURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			o.ln.Close()
 			return nil, fmt.Errorf("authserver: Exchange.TrustedActorJWKSURL %q is not an http(s) URL", o.cfg.TrustedActorJWKSURL)
 		}
 	}
-	ln, err := listen()
-	if err != nil {
-		return nil, fmt.Errorf("start the exchange server: %w", err)
-	}
+	ln := o.ln
 	issuer := "http://" + ln.Addr().String()
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
