@@ -2,6 +2,9 @@
 // quickstart reaches as mcp://notes.example.com/mcp (see package notes):
 //
 //	go run ./examples/notes --tokens-file FILE [--addr 127.0.0.1:8931] [--seed FILE] [--allow-remote]
+//	    [--oauth-issuer URL --oauth-jwks URL --oauth-audience URL]
+//
+// With the --oauth flags it also accepts that issuer's JWT access tokens for that audience.
 //
 // It serves http://ADDR/mcp until SIGINT or SIGTERM.
 package main
@@ -24,6 +27,7 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/examples/notes/notes"
+	"github.com/lush-agents/lush/internal/identity"
 )
 
 func main() {
@@ -47,6 +51,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 	tokensFile := fs.String("tokens-file", "", `file of "<account> <token>" lines (required)`)
 	seedFile := fs.String("seed", "", `JSON file of initial notes: {"<account>": ["note", ...]}`)
 	allowRemote := fs.Bool("allow-remote", false, "allow a listen address that is not loopback")
+	oauthIssuer := fs.String("oauth-issuer", "", "also accept JWT access tokens of this issuer (with --oauth-jwks and --oauth-audience)")
+	oauthJWKS := fs.String("oauth-jwks", "", "the JWKS URL of --oauth-issuer's signing keys")
+	oauthAudience := fs.String("oauth-audience", "", "the aud tokens must carry: this server's URL")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +64,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("--tokens-file is required")
 	case !*allowRemote && !isLoopback(*addr):
 		return fmt.Errorf("listen address %q is not loopback; pass --allow-remote to serve beyond this host", *addr)
+	case (*oauthIssuer != "" || *oauthJWKS != "" || *oauthAudience != "") && (*oauthIssuer == "" || *oauthJWKS == "" || *oauthAudience == ""):
+		return fmt.Errorf("--oauth-issuer, --oauth-jwks and --oauth-audience go together: give all three")
 	}
 
 	seed, err := loadSeed(*seedFile)
@@ -64,7 +73,17 @@ func run(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	logger := slog.New(slog.NewTextHandler(stderr, nil))
-	srv, err := notes.New(notes.Options{TokensFile: *tokensFile, Seed: seed, Logger: logger})
+	opts := notes.Options{TokensFile: *tokensFile, Seed: seed, Logger: logger}
+	if *oauthIssuer != "" {
+		auth, err := identity.New(ctx, identity.Config{JWT: []identity.JWTConfig{{Issuer: *oauthIssuer,
+			Audiences: []string{*oauthAudience}, JWKSURL: *oauthJWKS, Algorithms: []string{"ES256", "RS256", "EdDSA"}}}})
+		if err != nil {
+			return fmt.Errorf("--oauth-issuer %s: %w", *oauthIssuer, err)
+		}
+		defer auth.Close()
+		opts.OAuth = auth
+	}
+	srv, err := notes.New(opts)
 	if err != nil {
 		return err
 	}

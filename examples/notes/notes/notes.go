@@ -6,11 +6,18 @@
 //
 // It serves three tools over MCP streamable HTTP at /mcp: search_notes (read), post_note (write)
 // and whoami. Notes live in memory; tokens come from a file that is re-read when it changes.
+//
+// With Options.OAuth it also accepts OAuth access tokens (JWTs of one issuer, for this server's
+// audience), as a SaaS MCP server does: the account is the token's user, and the log names the
+// agents the token says act for the user (its RFC 8693 act claim), never the token. The
+// quickstart's demo sends it tokens the gateway obtained by token exchange.
 package notes
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -20,6 +27,8 @@ import (
 	"time"
 
 	"github.com/mark3labs/mcp-go/server"
+
+	"github.com/lush-agents/lush/internal/identity"
 )
 
 // Options configure a Server.
@@ -31,12 +40,22 @@ type Options struct {
 	Seed map[string][]string
 	// Logger receives what the server has to say; nil means slog.Default(). Tokens are never logged.
 	Logger *slog.Logger
+	// OAuth, when set, accepts bearer JWTs it authenticates (an *identity.Authenticator with
+	// one auth.jwt issuer, whose audience is this server): the account is the principal's name
+	// (user:alice → alice).
+	OAuth Authenticator
+}
+
+// Authenticator authenticates a request's bearer JWT: *identity.Authenticator.
+type Authenticator interface {
+	Authenticate(r *http.Request) (identity.Caller, error)
 }
 
 // Server is the notes MCP server. Its methods are safe for concurrent use.
 type Server struct {
 	log     *slog.Logger
 	tokens  *tokens
+	oauth   Authenticator
 	mcp     *server.StreamableHTTPServer
 	handler http.Handler
 
@@ -62,7 +81,7 @@ func New(opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load tokens: %w", err)
 	}
-	s := &Server{log: log, tokens: toks, notes: map[string][]string{}}
+	s := &Server{log: log, tokens: toks, oauth: opts.OAuth, notes: map[string][]string{}}
 	for account, notes := range opts.Seed {
 		s.notes[account] = slices.Clone(notes)
 	}
@@ -122,7 +141,7 @@ func (s *Server) notesOf(account string) []string {
 // that account in the request's context.
 func (s *Server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		account, problem := s.account(r.Header.Get("Authorization"))
+		account, problem := s.account(r)
 		if problem != "" {
 			s.reject(w, r, problem)
 			return
@@ -134,8 +153,10 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// account returns the account an Authorization header authenticates, or what is wrong with it.
-func (s *Server) account(header string) (account, problem string) {
+// account returns the account a request's Authorization header authenticates, or what is wrong
+// with it.
+func (s *Server) account(r *http.Request) (account, problem string) {
+	header := r.Header.Get("Authorization")
 	scheme, token, _ := strings.Cut(strings.TrimSpace(header), " ")
 	token = strings.TrimSpace(token)
 	switch {
@@ -145,10 +166,54 @@ func (s *Server) account(header string) (account, problem string) {
 		return "", "the Authorization header is not a bearer token: send Authorization: Bearer <token>"
 	}
 	account, ok := s.tokens.account(token)
-	if !ok {
-		return "", "unknown bearer token"
+	if ok {
+		return account, ""
 	}
+	if s.oauth != nil && strings.Count(token, ".") == 2 {
+		return s.oauthAccount(r, token)
+	}
+	return "", "unknown bearer token"
+}
+
+// oauthAccount authenticates an OAuth access token (a JWT) and logs who it is for and which
+// agents act for them.
+func (s *Server) oauthAccount(r *http.Request, token string) (account, problem string) {
+	caller, err := s.oauth.Authenticate(r)
+	if err != nil {
+		var ie *identity.Error
+		if errors.As(err, &ie) {
+			return "", "access token refused: " + ie.Message
+		}
+		return "", "access token refused"
+	}
+	_, account, _ = strings.Cut(caller.ID, ":")
+	s.log.Info("notes: OAuth access token", "account", account, "act", actChain(token))
 	return account, ""
+}
+
+// actChain lists the agents an authenticated JWT's act claim names, the one acting first
+// ("agent:researcher ← user"), or "" when there is none.
+func actChain(jwt string) string {
+	parts := strings.Split(jwt, ".")
+	payload, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		return ""
+	}
+	type actor struct {
+		Sub string `json:"sub"`
+		Act *actor `json:"act"`
+	}
+	var claims struct {
+		Act *actor `json:"act"`
+	}
+	if json.Unmarshal(payload, &claims) != nil {
+		return ""
+	}
+	var chain []string
+	for a := claims.Act; a != nil && len(chain) < 16; a = a.Act {
+		chain = append(chain, a.Sub)
+	}
+	return strings.Join(chain, " ← ")
 }
 
 // reject answers 401 as RFC 6750 describes. The description never includes the token.
