@@ -43,6 +43,18 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (identity.Caller, error)
 }
 
+// ProtectedResource is an Authenticator that makes the server an OAuth protected resource
+// (*identity.Authenticator implements it): its refusals carry an RFC 6750 / RFC 9728 challenge,
+// and it describes each resource (RFC 9728 metadata).
+type ProtectedResource interface {
+	// Challenge is the WWW-Authenticate value of a refusal of r with err; false when the
+	// server accepts no OAuth access tokens.
+	Challenge(r *http.Request, err error) (string, bool)
+	// Metadata is the metadata of the resource at path (identity.ResourcePath); false when the
+	// server accepts no OAuth access tokens.
+	Metadata(path string) (identity.ResourceMetadata, bool)
+}
+
 // Gate authenticates and decides API requests. It is safe for concurrent use.
 type Gate struct {
 	Auth Authenticator
@@ -108,11 +120,51 @@ func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request) (identity.Ca
 	caller, err := g.Auth.Authenticate(r)
 	if err != nil {
 		g.Failures.Report(r.Context(), r.RemoteAddr, endpoint(r), err)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: message(err), Err: err})
+		challenge := `Bearer realm="lush"`
+		if pr, ok := g.Auth.(ProtectedResource); ok {
+			if c, ok := pr.Challenge(r, err); ok {
+				challenge = c
+			}
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		status, code := http.StatusUnauthorized, "unauthenticated"
+		var ie *identity.Error
+		if errors.As(err, &ie) && ie.Status() == http.StatusForbidden {
+			status, code = http.StatusForbidden, ie.Code // a valid token without the scopes required: the client may ask for them
+		}
+		g.refuse(w, Refusal{Status: status, Code: code, Message: message(err), Err: err})
 		return caller, false
 	}
 	return caller, true
+}
+
+// ResourceMetadata serves RFC 9728 protected resource metadata at
+// /.well-known/oauth-protected-resource (the server itself) and
+// /.well-known/oauth-protected-resource/<resource path> (an agent's MCP endpoint), to anyone:
+// clients read it before they have a token. exists says whether this process serves the
+// resource at a path (identity.ResourcePath: an agent of the deployed build); any other path,
+// or a server that accepts no OAuth access tokens, is 404.
+func (g *Gate) ResourceMetadata(exists func(path string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pr, ok := g.Auth.(ProtectedResource)
+		path, found := strings.CutPrefix(r.URL.Path, identity.MetadataPath)
+		if !ok || !found || (path != "" && identity.ResourcePath(path) != path) || !exists(path) {
+			WriteError(w, http.StatusNotFound, "not_found", "no protected resource here")
+			return
+		}
+		md, ok := pr.Metadata(path)
+		if !ok {
+			WriteError(w, http.StatusNotFound, "not_found", "this server accepts no OAuth access tokens (configure auth.oauth)")
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "max-age=300")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Access-Control-Allow-Origin", "*") // browser-based MCP clients read it across origins
+		w.WriteHeader(http.StatusOK)
+		json.NewEncoder(w).Encode(md)
+	})
 }
 
 // maxEndpoint bounds the path a failure report names when the request matched no route pattern.
