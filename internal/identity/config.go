@@ -54,10 +54,10 @@ type OAuthConfig struct {
 	PrincipalClaim string `yaml:"principal_claim"`
 	// ServiceAccount says which tokens are a client's own (machine to machine, client
 	// credentials): they act as serviceaccount:<client id>.
-	ServiceAccount ServiceAccountConfig `yaml:"service_account"`
-	Leeway         time.Duration        `yaml:"leeway"`           // clock skew, default 30s, max 5m
-	MetadataRefresh time.Duration       `yaml:"metadata_refresh"` // default 1h, at least 1m
-	JWKSRefresh    time.Duration        `yaml:"jwks_refresh"`     // default 15m, at least 1m
+	ServiceAccount  ServiceAccountConfig `yaml:"service_account"`
+	Leeway          time.Duration        `yaml:"leeway"`           // clock skew, default 30s, max 5m
+	MetadataRefresh time.Duration        `yaml:"metadata_refresh"` // default 1h, at least 1m
+	JWKSRefresh     time.Duration        `yaml:"jwks_refresh"`     // default 15m, at least 1m
 }
 
 // OAuthClaims names the claims an access token's caller is read from.
