@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -65,6 +66,8 @@ func TestOAuthGateway(t *testing.T) {
 	upstream := rec.start(t)
 	dir := writeProject(t, map[string]string{
 		"lush.yaml": `project: oauth-e2e
+service_accounts:
+  - name: ci-bot
 servers:
   mcp://notes.internal/mcp:
     url: ` + upstream + `
@@ -87,10 +90,10 @@ tool_grants:
     - {name: ops, sha256: ` + sha256hex(meshAlice) + `, principal: user:ops}
 `,
 	})
-	gw, p := startGateway(t, dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--config", filepath.Join(dir, "gateway.yaml"))
-	if gw != base {
-		t.Fatalf("the gateway listens at %s, not %s", gw, base)
-	}
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := startProc(t, nil, lushctlBin, "gateway", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--ready-file", ready,
+		"--config", filepath.Join(dir, "gateway.yaml"), "--log-level", "debug", dir)
+	waitReady(t, p, ready)
 
 	// What an MCP client with nothing but the URL sees: a 401 naming the metadata, which names
 	// the authorization server.
@@ -192,6 +195,23 @@ tool_grants:
 			t.Errorf("decision of %s: %q, want %q (all: %v)", p, principals[p], w, principals)
 		}
 	}
+}
+
+// waitReady waits for p to write its ready file.
+func waitReady(t *testing.T, p *proc, path string) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if b, err := os.ReadFile(path); err == nil && len(b) > 0 {
+			return
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("the process exited:\n%s", p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	t.Fatalf("the process did not get ready:\n%s", p.out.String())
 }
 
 func assistantSpec(name string) string {
