@@ -186,10 +186,16 @@ tool_grants:
 	principals := map[string]string{}
 	for _, r := range readDecisions(t, filepath.Join(dir, ".lush", "decisions.db")) {
 		if r.Event.Action == "tools/call" {
-			principals[r.Event.Principal] = strings.Join(r.Event.Groups, ",") + " " + r.Event.Outcome
+			var in struct {
+				Principal struct {
+					Authentication string `json:"authentication"`
+				} `json:"principal"`
+			}
+			json.Unmarshal(r.Event.Input, &in)
+			principals[r.Event.Principal] = strings.Join(r.Event.Groups, ",") + " " + r.Event.Outcome + " " + in.Principal.Authentication
 		}
 	}
-	want := map[string]string{"serviceaccount:ci-bot": " allow", "user:alice": "group:admins,group:engineering allow"}
+	want := map[string]string{"serviceaccount:ci-bot": " allow oauth", "user:alice": "group:admins,group:engineering allow oauth"}
 	for p, w := range want {
 		if principals[p] != w {
 			t.Errorf("decision of %s: %q, want %q (all: %v)", p, principals[p], w, principals)
