@@ -28,6 +28,8 @@
 //	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
+//	/.well-known/oauth-protected-resource[/<endpoint>]  RFC 9728 metadata of the server and of
+//	                             each agent's MCP endpoints, with auth.oauth (policyhttp)
 //
 // agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
 // path a tool call takes is the same whether the two run together or apart.
