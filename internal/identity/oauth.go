@@ -570,3 +570,16 @@ func safeCause(err error) string {
 	}
 	return s
 }
+
+// OAuthProblems are the authorization servers of auth.oauth that have not been discovered yet,
+// each with why: their tokens are refused until discovery succeeds (it is retried in the
+// background). The composition root logs them at start.
+func (a *Authenticator) OAuthProblems() []error {
+	var out []error
+	for _, o := range a.oauth {
+		if st := o.state.Load(); st != nil && st.err != nil {
+			out = append(out, fmt.Errorf("%s: %s: its tokens are refused until it is reached (retried in the background)", o.field, safeCause(st.err)))
+		}
+	}
+	return out
+}

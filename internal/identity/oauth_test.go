@@ -331,6 +331,9 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	if got, err := a.Authenticate(request("192.0.2.1:1", "X-API-Key", ciKey)); err != nil || got.ID != "serviceaccount:ci" {
 		t.Fatalf("API key: %+v, %v", got, err)
 	}
+	if p := a.OAuthProblems(); len(p) != 1 || !strings.Contains(p[0].Error(), "auth.oauth[0]: discover the authorization server "+srv.issuer) {
+		t.Errorf("OAuthProblems() = %v", p)
+	}
 	tok := accessToken(t, rsaKey, "rsa-1", oauthClaims(srv))
 	_, err := a.Authenticate(bearerReq(tok))
 	oauthErr(t, err, tok, CodeAuthServerUnavailable, "has not been reached yet")
@@ -345,6 +348,9 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	clk.advance(rediscoverEvery)
 	if got, err := a.Authenticate(bearerReq(tok)); err != nil || got.ID != "user:alice" {
 		t.Fatalf("after the server came up: %+v, %v", got, err)
+	}
+	if p := a.OAuthProblems(); len(p) != 0 {
+		t.Errorf("OAuthProblems() after discovery = %v", p)
 	}
 }
 
