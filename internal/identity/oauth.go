@@ -217,18 +217,22 @@ func (a *Authenticator) discover(ctx context.Context, o *oauthServer) error {
 		}
 	}
 	if o.cfg.Introspection != nil {
-		if md.IntrospectionEndpoint == "" {
-			return fmt.Errorf("%s.introspection is configured, but the metadata of %s names no introspection_endpoint", o.field, o.cfg.Issuer)
-		}
-		if err := checkJWKSURL(md.IntrospectionEndpoint); err != nil {
-			return fmt.Errorf("the metadata of %s names introspection_endpoint %w", o.cfg.Issuer, err)
+		endpoint := o.cfg.Introspection.Endpoint
+		if endpoint == "" {
+			endpoint = md.IntrospectionEndpoint
+			if endpoint == "" {
+				return fmt.Errorf("%s.introspection is configured, but the metadata of %s names no introspection_endpoint: set %s.introspection.endpoint", o.field, o.cfg.Issuer, o.field)
+			}
+			if err := checkJWKSURL(endpoint); err != nil {
+				return fmt.Errorf("the metadata of %s names introspection_endpoint %w", o.cfg.Issuer, err)
+			}
 		}
 		token := md.TokenEndpoint
 		if token == "" {
-			token = md.IntrospectionEndpoint // rs requires one; Lush never asks it for tokens
+			token = endpoint // rs requires one; Lush never asks it for tokens
 		}
 		c, err := rs.NewResourceServerClientCredentials(ctx, o.cfg.Issuer, o.cfg.Introspection.ClientID, o.secret,
-			rs.WithStaticEndpoints(token, md.IntrospectionEndpoint), rs.WithClient(a.oauthClient))
+			rs.WithStaticEndpoints(token, endpoint), rs.WithClient(a.oauthClient))
 		if err != nil {
 			return fmt.Errorf("prepare the introspection client of %s: %w", o.cfg.Issuer, err)
 		}
@@ -400,6 +404,14 @@ func (a *Authenticator) introspect(ctx context.Context, tok, resource string) (C
 		}
 		if iss, ok, _ := cl.str("iss"); ok && iss != o.cfg.Issuer {
 			return Caller{}, fail(CodeInvalidToken, "the introspection endpoint of %s says the token was issued by %s", o.cfg.Issuer, shown(iss))
+		}
+		// A refresh token is active too: only access tokens are accepted (token_use is Hydra's,
+		// token_type RFC 7662's).
+		if use, ok, _ := cl.str("token_use"); ok && use != "access_token" {
+			return Caller{}, fail(CodeInvalidToken, "the token is a %s, not an access token: send the access token", shown(use))
+		}
+		if typ, ok, _ := cl.str("token_type"); ok && strings.Contains(strings.ToLower(typ), "refresh") {
+			return Caller{}, fail(CodeInvalidToken, "the token is a %s, not an access token: send the access token", shown(typ))
 		}
 		exp, _, e := checkTimes(cl, a.now(), o.leeway, "token")
 		if e != nil {

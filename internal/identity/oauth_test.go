@@ -405,6 +405,7 @@ func TestOAuthIntrospection(t *testing.T) {
 		s.introspect["opaque-expired"] = active("exp", t0.Add(-time.Hour).Unix())
 		s.introspect["opaque-no-scope"] = active("scope", "openid")
 		s.introspect["opaque-other-iss"] = active("iss", "https://evil.example.com")
+		s.introspect["opaque-refresh"] = active("token_use", "refresh_token")
 	})
 	got, err := a.Authenticate(bearerReq("opaque-good"))
 	if err != nil {
@@ -440,6 +441,7 @@ func TestOAuthIntrospection(t *testing.T) {
 		{"opaque-expired", CodeExpiredToken, "expired"},
 		{"opaque-no-scope", CodeInsufficientScope, "lacks the scope"},
 		{"opaque-other-iss", CodeInvalidToken, "says the token was issued by"},
+		{"opaque-refresh", CodeInvalidToken, `is a "refresh_token", not an access token`},
 	} {
 		t.Run(tt.tok, func(t *testing.T) {
 			_, err := a.Authenticate(bearerReq(tt.tok))
