@@ -337,6 +337,9 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	tok := accessToken(t, rsaKey, "rsa-1", oauthClaims(srv))
 	_, err := a.Authenticate(bearerReq(tok))
 	oauthErr(t, err, tok, CodeAuthServerUnavailable, "has not been reached yet")
+	if e := err.(*Error); e.Status() != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503: a new token would not help", e.Status())
+	}
 	fetches := srv.metadataFetches.Load()
 	_, err = a.Authenticate(bearerReq(tok)) // no new attempt within a minute
 	oauthErr(t, err, tok, CodeAuthServerUnavailable, "503")
