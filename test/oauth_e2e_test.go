@@ -106,6 +106,9 @@ tool_grants:
 	p := startProc(t, nil, lushctlBin, "gateway", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--ready-file", ready,
 		"--config", filepath.Join(dir, "gateway.yaml"), "--log-level", "debug", dir)
 	waitReady(t, p, ready)
+	if want := "oauth: access tokens of " + as.Issuer(); !strings.Contains(p.out.String(), want) {
+		t.Errorf("the gateway does not announce %q:\n%s", want, p.out.String())
+	}
 
 	// What an MCP client with nothing but the URL sees: a 401 naming the metadata, which names
 	// the authorization server.
