@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -111,8 +112,8 @@ acl:
 		{"v2 code alice", "v2", "code", "alice", want{principal: "user:alice", outcome: "allow", groups: "group:admins,group:engineering", called: true, listed: true}},
 		{"v1 code bob (sales: no grant)", "v1", "code", "bob", want{principal: "user:bob", outcome: "deny", groups: "group:sales"}},
 		{"v2 code bob (sales: no grant)", "v2", "code", "bob", want{principal: "user:bob", outcome: "deny", groups: "group:sales"}},
-		{"v1 code carol refuses consent", "v1", "code", "carol", want{fatal: "access_denied"}},
-		{"v2 code carol refuses consent", "v2", "code", "carol", want{fatal: "access_denied"}},
+		{"v1 code carol refuses consent", "v1", "code", "carol", want{fatal: "authorization failed: access_denied (the user denied consent)"}},
+		{"v2 code carol refuses consent", "v2", "code", "carol", want{fatal: "authorization failed: access_denied (the user denied consent)"}},
 	}
 	var tokens []string
 	for i, tc := range cases {
@@ -137,10 +138,11 @@ acl:
 			failuresBefore := authFailures(t, ctx, base, "none", "missing_credentials")
 			lines, code := runOAuthClient(t, ctx, node, tc.sdk, tc.flow, resource, opts,
 				[]map[string]any{{"list": true}, {"call": "echo", "arguments": map[string]any{"text": text}}})
+			t.Logf("client output (exit %d):\n%s", code, strings.Join(lines, "\n"))
+			var access string
 			if b, err := os.ReadFile(tokenFile); err == nil {
-				var got struct{ AccessToken, RefreshToken string }
-				got.AccessToken, got.RefreshToken = jsonField(b, "access_token"), jsonField(b, "refresh_token")
-				for _, tok := range []string{got.AccessToken, got.RefreshToken} {
+				access = jsonField(b, "access_token")
+				for _, tok := range []string{access, jsonField(b, "refresh_token")} {
 					if tok != "" {
 						tokens = append(tokens, tok)
 					}
@@ -172,6 +174,12 @@ acl:
 			if tc.flow == "code" && (!login.Login.Registered || !login.Login.Interactive) {
 				t.Errorf("the code flow should register dynamically and log in: %s", lines[0])
 			}
+			// The token the SDK got is for this resource (RFC 8707), and names the user or the client.
+			claims := jwtClaims(t, access)
+			sub, _ := claims["sub"].(string)
+			if aud, _ := claims["aud"].([]any); !slices.Contains(aud, any(resource)) || "user:"+sub != tc.want.principal && "serviceaccount:"+sub != tc.want.principal {
+				t.Errorf("the access token's aud %v and sub %q, want [%s] and the principal %s", claims["aud"], sub, resource, tc.want.principal)
+			}
 			var list struct {
 				Tools []string `json:"tools"`
 			}
@@ -194,7 +202,7 @@ acl:
 			if called != tc.want.called {
 				t.Errorf("tools/call echo (want it run: %v): %s", tc.want.called, lines[2])
 			}
-			if !tc.want.called && !strings.Contains(lines[2], "denied") && !strings.Contains(lines[2], "deny") {
+			if !tc.want.called && !strings.Contains(lines[2], "Lush denied this call: principal "+tc.want.principal+" holds no grant") {
 				t.Errorf("the denial does not say so: %s", lines[2])
 			}
 		})
@@ -336,6 +344,24 @@ func authFailures(t *testing.T, ctx context.Context, base, method, reason string
 		}
 	}
 	return 0
+}
+
+// jwtClaims decodes the claims of JWT tok without verifying it (the gateway verified it).
+func jwtClaims(t *testing.T, tok string) map[string]any {
+	t.Helper()
+	parts := strings.Split(tok, ".")
+	if len(parts) != 3 {
+		t.Fatalf("the access token is not a JWT (%d parts)", len(parts))
+	}
+	b, err := base64.RawURLEncoding.DecodeString(parts[1])
+	if err != nil {
+		t.Fatalf("decode the access token's claims: %v", err)
+	}
+	var claims map[string]any
+	if err := json.Unmarshal(b, &claims); err != nil {
+		t.Fatalf("decode the access token's claims: %v", err)
+	}
+	return claims
 }
 
 // jsonField is the string field name of the JSON object b ("" when absent).

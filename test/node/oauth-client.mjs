@@ -51,7 +51,11 @@ class HeadlessProvider {
   async redirectToAuthorization(authorizationUrl) {
     this.params = await follow(authorizationUrl, this._redirect);
     this.code = this.params.get("code");
-    if (!this.code) throw new Error("authorization ended without a code: " + this.params.toString());
+    if (!this.code) {
+      const error = this.params.get("error") ?? "no code and no error";
+      const description = this.params.get("error_description");
+      throw new Error(`authorization failed: ${error}${description ? ` (${description})` : ""}`);
+    }
   }
 }
 
