@@ -22,6 +22,8 @@ import (
 	"github.com/lush-agents/lush/test/mcpserver"
 )
 
+const introspectionSecret = "lush-rs-introspection-secret-0123456789"
+
 // headerRecorder is an upstream MCP server (test/mcpserver's tools over streamable HTTP) that
 // remembers every Authorization header it receives.
 type headerRecorder struct {
@@ -62,12 +64,17 @@ func TestOAuthGateway(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 
+	secretFile := filepath.Join(t.TempDir(), "introspection-secret")
+	if err := os.WriteFile(secretFile, []byte(introspectionSecret+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	rec := &headerRecorder{}
 	upstream := rec.start(t)
 	dir := writeProject(t, map[string]string{
 		"lush.yaml": `project: oauth-e2e
 service_accounts:
   - name: ci-bot
+  - name: batch
 servers:
   mcp://notes.internal/mcp:
     url: ` + upstream + `
@@ -79,6 +86,7 @@ tool_grants:
     grants:
       - {principal: group:engineering, access: read}
       - {principal: serviceaccount:ci-bot, access: read}
+      - {principal: serviceaccount:batch, access: read}
 `,
 		"agents/assistant/spec.yaml": assistantSpec("assistant"),
 		"agents/other/spec.yaml":     assistantSpec("other"),
@@ -86,6 +94,10 @@ tool_grants:
   oauth:
     - issuer: ` + as.Issuer() + `
       scopes: [mcp:tools]
+      introspection:
+        endpoint: ` + as.IntrospectionURL() + `
+        client_id: lush-rs
+        client_secret_file: ` + secretFile + `
   api_keys:
     - {name: ops, sha256: ` + sha256hex(meshAlice) + `, principal: user:ops}
 `,
@@ -128,6 +140,27 @@ tool_grants:
 	bot := goClient(t, resource, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + cc.AccessToken}))
 	if out, isErr := call(t, bot, "echo", map[string]any{"text": "from the bot"}); isErr || out != "from the bot" {
 		t.Fatalf("echo as the bot: %q %v", out, isErr)
+	}
+
+	// An opaque access token (Hydra's opaque strategy), introspected.
+	if err := as.CreateClient(ctx, authserver.Client{ID: "batch", Secret: "batch-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Scopes: []string{"mcp:tools"}, Audience: []string{resource}, AccessTokenStrategy: "opaque"}); err != nil {
+		t.Fatal(err)
+	}
+	opaque, err := as.ClientCredentialsToken(ctx, "batch", "batch-secret-0123456789", []string{resource}, "mcp:tools")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(opaque.AccessToken, ".") == 2 {
+		t.Fatalf("the batch client's token is a JWT, not opaque")
+	}
+	batch := goClient(t, resource, transport.WithHTTPHeaders(map[string]string{"Authorization": "Bearer " + opaque.AccessToken}))
+	if out, isErr := call(t, batch, "echo", map[string]any{"text": "from batch"}); isErr || out != "from batch" {
+		t.Fatalf("echo with an opaque token: %q %v", out, isErr)
+	}
+	batch.Close()
+	if resp := post(t, ctx, other, opaque.AccessToken); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("the opaque token at another agent: %d", resp.StatusCode)
 	}
 
 	// A person: authorization code with PKCE, alice logs in and consents.
@@ -174,7 +207,7 @@ tool_grants:
 		t.Errorf("gateway exited %d", code)
 	}
 	out := p.out.String()
-	for _, tok := range []string{cc.AccessToken, ac.AccessToken, narrow.AccessToken} {
+	for _, tok := range []string{cc.AccessToken, ac.AccessToken, narrow.AccessToken, opaque.AccessToken, introspectionSecret} {
 		if strings.Contains(out, tok) || strings.Contains(out, tok[len(tok)-20:]) {
 			t.Error("the gateway's output holds an access token")
 		}
@@ -195,7 +228,7 @@ tool_grants:
 			principals[r.Event.Principal] = strings.Join(r.Event.Groups, ",") + " " + r.Event.Outcome + " " + in.Principal.Authentication
 		}
 	}
-	want := map[string]string{"serviceaccount:ci-bot": " allow oauth", "user:alice": "group:admins,group:engineering allow oauth"}
+	want := map[string]string{"serviceaccount:ci-bot": " allow oauth", "serviceaccount:batch": " allow oauth", "user:alice": "group:admins,group:engineering allow oauth"}
 	for p, w := range want {
 		if principals[p] != w {
 			t.Errorf("decision of %s: %q, want %q (all: %v)", p, principals[p], w, principals)
@@ -231,6 +264,8 @@ acl:
   - principal: group:engineering
     role: execute
   - principal: serviceaccount:ci-bot
+    role: execute
+  - principal: serviceaccount:batch
     role: execute
 `
 }

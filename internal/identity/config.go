@@ -71,6 +71,9 @@ type OAuthClaims struct {
 // IntrospectionConfig is how Lush authenticates to the authorization server's RFC 7662
 // introspection endpoint to ask about opaque access tokens.
 type IntrospectionConfig struct {
+	// Endpoint is the introspection endpoint when the server's metadata names none (Hydra's is
+	// on its admin port); default: the metadata's introspection_endpoint.
+	Endpoint         string        `yaml:"endpoint"`
 	ClientID         string        `yaml:"client_id"`          // required
 	ClientSecretFile string        `yaml:"client_secret_file"` // required: a file holding the client secret (never the secret itself)
 	CacheTTL         time.Duration `yaml:"cache_ttl"`          // how long an active answer is believed, at most until the token's exp; default 1m, max 10m
@@ -569,6 +572,11 @@ func (o OAuthConfig) validate(f string, add addFunc) {
 	if in := o.Introspection; in != nil {
 		if in.ClientID == "" {
 			add(f+".introspection.client_id", "required: the client id Lush authenticates to the introspection endpoint with (register a client for the resource server)")
+		}
+		if in.Endpoint != "" {
+			if err := checkJWKSURL(in.Endpoint); err != nil {
+				add(f+".introspection.endpoint", "%v", err)
+			}
 		}
 		if strings.TrimSpace(in.ClientSecretFile) == "" {
 			add(f+".introspection.client_secret_file", "required: a file holding the client's secret (the config never holds the secret itself)")

@@ -98,10 +98,15 @@ func (e *Error) tried(m Method) *Error {
 }
 
 // Status is the HTTP status: 403 for a valid token without the scopes required
-// (CodeInsufficientScope), 401 for all other authentication failures.
+// (CodeInsufficientScope), 503 for a token whose authorization server cannot be reached to
+// check it (CodeAuthServerUnavailable: a new token would not help), 401 for all other
+// authentication failures.
 func (e *Error) Status() int {
-	if e.Code == CodeInsufficientScope {
+	switch e.Code {
+	case CodeInsufficientScope:
 		return http.StatusForbidden
+	case CodeAuthServerUnavailable:
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusUnauthorized
 }

@@ -133,9 +133,7 @@ func (a *Authenticator) newOAuthServers(ctx context.Context, list []OAuthConfig)
 		}
 		a.oauth = append(a.oauth, o)
 		a.oauthByIssuer[c.Issuer] = o
-		if err := a.discover(ctx, o); err != nil {
-			o.state.Store(&oauthState{err: err})
-		}
+		a.discover(ctx, o)
 	}
 	for _, o := range a.oauth {
 		a.goroutines.Add(1)
@@ -165,45 +163,55 @@ func (a *Authenticator) maintain(o *oauthServer) {
 			return
 		case <-t.C:
 		}
-		if err := a.discover(a.bg, o); err != nil {
-			if st := o.state.Load(); st == nil || st.err != nil {
-				o.state.Store(&oauthState{err: err})
-			} // else: keep what was discovered before; its keys keep verifying
-		}
+		a.discover(a.bg, o)
 	}
 }
 
 // rediscover tries discovery again for a token of a server that has never been discovered, at
-// most once per rediscoverEvery.
+// most once per rediscoverEvery; a token arriving while a discovery runs does not wait for it.
 func (a *Authenticator) rediscover(ctx context.Context, o *oauthServer) *oauthState {
-	o.mu.Lock()
-	now := a.now()
-	try := o.lastAttempt.IsZero() || now.Sub(o.lastAttempt) >= rediscoverEvery
-	o.mu.Unlock()
-	if try {
-		if err := a.discover(ctx, o); err != nil {
-			if st := o.state.Load(); st == nil || st.err != nil {
-				o.state.Store(&oauthState{err: err})
-			}
-		}
+	if !o.mu.TryLock() {
+		return o.state.Load()
+	}
+	defer o.mu.Unlock()
+	if now := a.now(); o.lastAttempt.IsZero() || now.Sub(o.lastAttempt) >= rediscoverEvery {
+		a.discoverLocked(ctx, o)
 	}
 	return o.state.Load()
 }
 
-// discover fetches the server's metadata, checks its issuer, and prepares its keys and
-// introspection client.
-func (a *Authenticator) discover(ctx context.Context, o *oauthServer) error {
+// discover fetches the server's metadata again (discoverLocked), after a discovery in progress.
+func (a *Authenticator) discover(ctx context.Context, o *oauthServer) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	a.discoverLocked(ctx, o)
+}
+
+// discoverLocked fetches the server's metadata and stores what it found. On failure it keeps
+// what an earlier discovery found (whose keys keep verifying), or records why there is nothing
+// yet. o.mu is held.
+func (a *Authenticator) discoverLocked(ctx context.Context, o *oauthServer) {
 	o.lastAttempt = a.now()
+	st, err := a.discovered(ctx, o)
+	switch prev := o.state.Load(); {
+	case err == nil:
+		o.state.Store(st)
+	case prev == nil || prev.err != nil:
+		o.state.Store(&oauthState{err: err})
+	}
+}
+
+// discovered fetches the server's metadata, checks its issuer, and prepares its keys and
+// introspection client.
+func (a *Authenticator) discovered(ctx context.Context, o *oauthServer) (*oauthState, error) {
 	md, err := fetchMetadata(ctx, a.oauthClient, o.cfg.Issuer)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	st := &oauthState{}
 	if md.JWKSURI != "" {
 		if err := checkJWKSURL(md.JWKSURI); err != nil {
-			return fmt.Errorf("the metadata of %s names jwks_uri %w", o.cfg.Issuer, err)
+			return nil, fmt.Errorf("the metadata of %s names jwks_uri %w", o.cfg.Issuer, err)
 		}
 		prev := o.state.Load()
 		if prev != nil && prev.jwks != nil && prev.jwks.remote.url == md.JWKSURI {
@@ -211,34 +219,37 @@ func (a *Authenticator) discover(ctx context.Context, o *oauthServer) error {
 		} else {
 			rs, err := a.jwks.register(ctx, md.JWKSURI, o.jwksEvery)
 			if err != nil {
-				return fmt.Errorf("fetch the keys of %s: %w", o.cfg.Issuer, err)
+				return nil, fmt.Errorf("fetch the keys of %s: %w", o.cfg.Issuer, err)
 			}
 			st.jwks = &issuer{name: o.cfg.Issuer, field: o.field, allowed: o.allowed, leeway: o.leeway, remote: rs}
 		}
 	}
 	if o.cfg.Introspection != nil {
-		if md.IntrospectionEndpoint == "" {
-			return fmt.Errorf("%s.introspection is configured, but the metadata of %s names no introspection_endpoint", o.field, o.cfg.Issuer)
-		}
-		if err := checkJWKSURL(md.IntrospectionEndpoint); err != nil {
-			return fmt.Errorf("the metadata of %s names introspection_endpoint %w", o.cfg.Issuer, err)
+		endpoint := o.cfg.Introspection.Endpoint
+		if endpoint == "" {
+			endpoint = md.IntrospectionEndpoint
+			if endpoint == "" {
+				return nil, fmt.Errorf("%s.introspection is configured, but the metadata of %s names no introspection_endpoint: set %s.introspection.endpoint", o.field, o.cfg.Issuer, o.field)
+			}
+			if err := checkJWKSURL(endpoint); err != nil {
+				return nil, fmt.Errorf("the metadata of %s names introspection_endpoint %w", o.cfg.Issuer, err)
+			}
 		}
 		token := md.TokenEndpoint
 		if token == "" {
-			token = md.IntrospectionEndpoint // rs requires one; Lush never asks it for tokens
+			token = endpoint // rs requires one; Lush never asks it for tokens
 		}
 		c, err := rs.NewResourceServerClientCredentials(ctx, o.cfg.Issuer, o.cfg.Introspection.ClientID, o.secret,
-			rs.WithStaticEndpoints(token, md.IntrospectionEndpoint), rs.WithClient(a.oauthClient))
+			rs.WithStaticEndpoints(token, endpoint), rs.WithClient(a.oauthClient))
 		if err != nil {
-			return fmt.Errorf("prepare the introspection client of %s: %w", o.cfg.Issuer, err)
+			return nil, fmt.Errorf("prepare the introspection client of %s: %w", o.cfg.Issuer, err)
 		}
 		st.introspection = c
 	}
 	if st.jwks == nil && st.introspection == nil {
-		return fmt.Errorf("the metadata of %s names no jwks_uri, so its JWT access tokens cannot be verified: configure %s.introspection for opaque tokens", o.cfg.Issuer, o.field)
+		return nil, fmt.Errorf("the metadata of %s names no jwks_uri, so its JWT access tokens cannot be verified: configure %s.introspection for opaque tokens", o.cfg.Issuer, o.field)
 	}
-	o.state.Store(st)
-	return nil
+	return st, nil
 }
 
 // metadataURLs are where an issuer's metadata may be, in order: RFC 8414's well-known URI
@@ -340,7 +351,7 @@ func (a *Authenticator) verifyOAuthJWT(ctx context.Context, o *oauthServer, tok 
 	case st.jwks == nil:
 		return Caller{}, fail(CodeInvalidToken, "the authorization server %s publishes no keys (jwks_uri), so its JWT access tokens cannot be verified", o.cfg.Issuer)
 	}
-	switch t := strings.ToLower(strings.TrimPrefix(strings.ToLower(hdr.Typ), "application/")); {
+	switch t := strings.TrimPrefix(strings.ToLower(hdr.Typ), "application/"); {
 	case hdr.bad != "":
 		return Caller{}, fail(CodeInvalidToken, "%s", hdr.bad)
 	case t != "" && t != "jwt" && t != "at+jwt":
@@ -400,6 +411,14 @@ func (a *Authenticator) introspect(ctx context.Context, tok, resource string) (C
 		}
 		if iss, ok, _ := cl.str("iss"); ok && iss != o.cfg.Issuer {
 			return Caller{}, fail(CodeInvalidToken, "the introspection endpoint of %s says the token was issued by %s", o.cfg.Issuer, shown(iss))
+		}
+		// A refresh token is active too: only access tokens are accepted (token_use is Hydra's,
+		// token_type RFC 7662's).
+		if use, ok, _ := cl.str("token_use"); ok && use != "access_token" {
+			return Caller{}, fail(CodeInvalidToken, "the token is a %s, not an access token: send the access token", shown(use))
+		}
+		if typ, ok, _ := cl.str("token_type"); ok && strings.Contains(strings.ToLower(typ), "refresh") {
+			return Caller{}, fail(CodeInvalidToken, "the token is a %s, not an access token: send the access token", shown(typ))
 		}
 		exp, _, e := checkTimes(cl, a.now(), o.leeway, "token")
 		if e != nil {
@@ -569,4 +588,17 @@ func safeCause(err error) string {
 		s = s[:300] + "…"
 	}
 	return s
+}
+
+// OAuthProblems are the authorization servers of auth.oauth that have not been discovered yet,
+// each with why: their tokens are refused until discovery succeeds (it is retried in the
+// background). The composition root logs them at start.
+func (a *Authenticator) OAuthProblems() []error {
+	var out []error
+	for _, o := range a.oauth {
+		if st := o.state.Load(); st != nil && st.err != nil {
+			out = append(out, fmt.Errorf("%s: %s: its tokens are refused until it is reached (retried in the background)", o.field, safeCause(st.err)))
+		}
+	}
+	return out
 }

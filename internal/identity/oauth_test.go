@@ -331,9 +331,15 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	if got, err := a.Authenticate(request("192.0.2.1:1", "X-API-Key", ciKey)); err != nil || got.ID != "serviceaccount:ci" {
 		t.Fatalf("API key: %+v, %v", got, err)
 	}
+	if p := a.OAuthProblems(); len(p) != 1 || !strings.Contains(p[0].Error(), "auth.oauth[0]: discover the authorization server "+srv.issuer) {
+		t.Errorf("OAuthProblems() = %v", p)
+	}
 	tok := accessToken(t, rsaKey, "rsa-1", oauthClaims(srv))
 	_, err := a.Authenticate(bearerReq(tok))
 	oauthErr(t, err, tok, CodeAuthServerUnavailable, "has not been reached yet")
+	if e := err.(*Error); e.Status() != http.StatusServiceUnavailable {
+		t.Errorf("status %d, want 503: a new token would not help", e.Status())
+	}
 	fetches := srv.metadataFetches.Load()
 	_, err = a.Authenticate(bearerReq(tok)) // no new attempt within a minute
 	oauthErr(t, err, tok, CodeAuthServerUnavailable, "503")
@@ -345,6 +351,9 @@ func TestOAuthServerDownAtStart(t *testing.T) {
 	clk.advance(rediscoverEvery)
 	if got, err := a.Authenticate(bearerReq(tok)); err != nil || got.ID != "user:alice" {
 		t.Fatalf("after the server came up: %+v, %v", got, err)
+	}
+	if p := a.OAuthProblems(); len(p) != 0 {
+		t.Errorf("OAuthProblems() after discovery = %v", p)
 	}
 }
 
@@ -399,6 +408,7 @@ func TestOAuthIntrospection(t *testing.T) {
 		s.introspect["opaque-expired"] = active("exp", t0.Add(-time.Hour).Unix())
 		s.introspect["opaque-no-scope"] = active("scope", "openid")
 		s.introspect["opaque-other-iss"] = active("iss", "https://evil.example.com")
+		s.introspect["opaque-refresh"] = active("token_use", "refresh_token")
 	})
 	got, err := a.Authenticate(bearerReq("opaque-good"))
 	if err != nil {
@@ -434,6 +444,7 @@ func TestOAuthIntrospection(t *testing.T) {
 		{"opaque-expired", CodeExpiredToken, "expired"},
 		{"opaque-no-scope", CodeInsufficientScope, "lacks the scope"},
 		{"opaque-other-iss", CodeInvalidToken, "says the token was issued by"},
+		{"opaque-refresh", CodeInvalidToken, `is a "refresh_token", not an access token`},
 	} {
 		t.Run(tt.tok, func(t *testing.T) {
 			_, err := a.Authenticate(bearerReq(tt.tok))

@@ -6,9 +6,12 @@
 // also decide here.
 //
 // A request the gate does not let in is answered by it: 401 without valid credentials (counted
-// and logged, rate-limited, by Gate.Failures), 403 with the decision id and the policy's reasons, 404 when the policy says the thing asked for
-// does not exist (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be
-// logged (fail closed). Answers are JSON:
+// and logged, rate-limited, by Gate.Failures; 403 for an OAuth token without the scopes
+// required, 503 for one whose authorization server cannot be reached; with auth.oauth, the
+// WWW-Authenticate challenge names the resource's metadata), 403 with the decision id and the
+// policy's reasons, 404 when the policy says the thing asked for does not exist
+// (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be logged (fail
+// closed). Answers are JSON:
 //
 //	{"error": {"code": "forbidden", "message": "…", "decision_id": "…", "reasons": [...]}}
 //
@@ -76,7 +79,7 @@ type Gate struct {
 // A Refusal is a request the gate does not let in.
 type Refusal struct {
 	Status  int    // the HTTP status
-	Code    string // unauthenticated, forbidden, not_found, approval_required or policy_error
+	Code    string // unauthenticated, forbidden, not_found, approval_required, policy_error, or an identity code (insufficient_scope, auth_server_unavailable)
 	Message string // what is wrong, for the caller
 	// Err is the authentication error of a request refused before any decision (401, or 403
 	// for a delegation token of another agent): an *identity.Error, whose text is safe to show.
@@ -129,8 +132,10 @@ func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request) (identity.Ca
 		w.Header().Set("WWW-Authenticate", challenge)
 		status, code := http.StatusUnauthorized, "unauthenticated"
 		var ie *identity.Error
-		if errors.As(err, &ie) && ie.Status() == http.StatusForbidden {
-			status, code = http.StatusForbidden, ie.Code // a valid token without the scopes required: the client may ask for them
+		if errors.As(err, &ie) && ie.Status() != http.StatusUnauthorized {
+			// 403: a valid token without the scopes required (the client may ask for them); 503:
+			// the token's authorization server cannot be reached to check it.
+			status, code = ie.Status(), ie.Code
 		}
 		g.refuse(w, Refusal{Status: status, Code: code, Message: message(err), Err: err})
 		return caller, false

@@ -347,7 +347,7 @@ func TestRefusalOfAnUnrecordedDecision(t *testing.T) {
 
 // resource is an OAuth protected resource's authenticator: X-Test-Scope "none" is a valid token
 // without the scopes required.
-type resource struct{ callers }
+type resource struct{}
 
 func (resource) Authenticate(r *http.Request) (identity.Caller, error) {
 	if r.Header.Get("X-Test-Scope") == "none" {

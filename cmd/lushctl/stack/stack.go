@@ -197,6 +197,9 @@ func (s *Stack) open(ctx context.Context, cfg Config, gcfg gateway.Config) (err 
 	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
 		return &ConfigError{err}
 	}
+	for _, p := range s.auth.OAuthProblems() {
+		cfg.Logger.WarnContext(ctx, "authorization server unreachable", "error", p)
+	}
 	// One budget ledger for the process: calls decided at any of its enforcement points cannot
 	// overspend together, and a top-up through the budgets API is seen by all of them at once.
 	s.Policy = enforce.NewPolicy(enforce.Config{Environment: gcfg.Environment, Instance: cfg.Instance, Version: cfg.Version,
