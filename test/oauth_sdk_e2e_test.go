@@ -9,16 +9,21 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/server"
+
 	"github.com/lush-agents/lush/examples/authserver/authserver"
 	"github.com/lush-agents/lush/test/authtest"
+	"github.com/lush-agents/lush/test/mcpserver"
 )
 
 // TestOAuthSDKClients logs the official TypeScript SDKs' OAuth clients (@modelcontextprotocol/sdk
@@ -41,7 +46,7 @@ func TestOAuthSDKClients(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 
-	rec := &headerRecorder{}
+	rec := &bodyRecorder{}
 	upstream := rec.start(t)
 	dir := writeProject(t, map[string]string{
 		"lush.yaml": `project: oauth-sdk-e2e
@@ -99,7 +104,7 @@ acl:
 		principal string // the decision's principal
 		outcome   string // the tools/call decision's outcome
 		groups    string
-		called    bool // the upstream ran the tool
+		called    bool // the upstream ran the tool (and its answer came back)
 		listed    bool // tools/list shows echo
 	}
 	cases := []struct {
@@ -153,6 +158,9 @@ acl:
 				if code == 0 || len(lines) != 1 || !strings.Contains(lines[0], `"fatal"`) || !strings.Contains(lines[0], tc.want.fatal) {
 					t.Fatalf("the client should fail with %q: exit %d, output:\n%s", tc.want.fatal, code, strings.Join(lines, "\n"))
 				}
+				if rec.received(text) {
+					t.Error("the upstream received the call of a client that did not log in")
+				}
 				if after := authFailures(t, ctx, base, "none", "missing_credentials"); after <= failuresBefore {
 					t.Errorf("the unauthenticated attempt is not counted: lush_authentication_failures_total{method=none,reason=missing_credentials} %v → %v", failuresBefore, after)
 				}
@@ -198,9 +206,9 @@ acl:
 			if err := json.Unmarshal([]byte(lines[2]), &res); err != nil {
 				t.Fatalf("tools/call line %q: %v", lines[2], err)
 			}
-			called := !res.Result.IsError && res.Error == "" && len(res.Result.Content) == 1 && res.Result.Content[0].Text == text
-			if called != tc.want.called {
-				t.Errorf("tools/call echo (want it run: %v): %s", tc.want.called, lines[2])
+			answered := !res.Result.IsError && res.Error == "" && len(res.Result.Content) == 1 && res.Result.Content[0].Text == text
+			if answered != tc.want.called || rec.received(text) != tc.want.called {
+				t.Errorf("tools/call echo (want it run: %v; the upstream received it: %v): %s", tc.want.called, rec.received(text), lines[2])
 			}
 			if !tc.want.called && !strings.Contains(lines[2], "Lush denied this call: principal "+tc.want.principal+" holds no grant") {
 				t.Errorf("the denial does not say so: %s", lines[2])
@@ -209,7 +217,7 @@ acl:
 	}
 
 	// The upstream never saw a client's token.
-	for _, h := range rec.headers() {
+	for _, h := range rec.authorizations() {
 		t.Errorf("the upstream received an Authorization header: %.20s…", h)
 	}
 	if code := gw.stop(t); code != 0 {
@@ -261,6 +269,47 @@ acl:
 			}
 		}
 	}
+}
+
+// bodyRecorder is an upstream MCP server (test/mcpserver's tools over streamable HTTP) that
+// remembers the Authorization headers and the bodies of the requests it receives.
+type bodyRecorder struct {
+	mu      sync.Mutex
+	headers []string
+	bodies  [][]byte
+}
+
+func (b *bodyRecorder) start(t *testing.T) string {
+	mcp := server.NewStreamableHTTPServer(mcpserver.New())
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			http.Error(w, "read the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		b.mu.Lock()
+		b.headers = append(b.headers, r.Header.Values("Authorization")...)
+		b.bodies = append(b.bodies, body)
+		b.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		mcp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(ts.Close)
+	return ts.URL + "/mcp"
+}
+
+// received reports whether a request body held text.
+func (b *bodyRecorder) received(text string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.ContainsFunc(b.bodies, func(body []byte) bool { return bytes.Contains(body, []byte(text)) })
+}
+
+// authorizations are the Authorization headers received.
+func (b *bodyRecorder) authorizations() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.headers)
 }
 
 // nodeForOAuth is Node 22 from .tools/node with test/node/oauth-client.mjs copied next to the SDKs
