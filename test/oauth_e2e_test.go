@@ -258,64 +258,6 @@ func TestOAuthGateway(t *testing.T) {
 	}
 }
 
-// TestOAuthTypeScriptSDK: the official TypeScript SDK's client (1.32), given nothing but the
-// endpoint's URL, follows the gateway's 401 to the protected resource metadata and to Hydra, logs
-// in (client credentials; and authorization code with PKCE after registering itself
-// dynamically, the login app approving its default user, alice), and calls a tool; the decisions
-// name the service account and the user.
-func TestOAuthTypeScriptSDK(t *testing.T) {
-	tools := nodeTools(t)
-	g := startOAuthGateway(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	if err := g.as.CreateClient(ctx, authserver.Client{ID: "ci-bot", Secret: "ci-bot-secret-0123456789", GrantTypes: []string{"client_credentials"},
-		ResponseTypes: []string{}, Scopes: []string{"mcp:tools"}, Audience: []string{g.resource}}); err != nil {
-		t.Fatal(err)
-	}
-	script := filepath.Join(tools, "oauth_client.mjs")
-	src, err := os.ReadFile("node/oauth_client.mjs")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(script, src, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range []struct {
-		name string
-		args []string
-	}{
-		{"client credentials", []string{"client_credentials", "ci-bot", "ci-bot-secret-0123456789", "from the bot"}},
-		{"authorization code", []string{"authorization_code", "http://127.0.0.1:9/callback", "from alice"}},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			lines := runNode(t, append([]string{script, g.resource}, tt.args...)...)
-			var out struct {
-				Tools []string `json:"tools"`
-				Echo  string   `json:"echo"`
-				Error string   `json:"error"`
-			}
-			if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &out) != nil || out.Error != "" || out.Echo != tt.args[len(tt.args)-1] {
-				t.Fatalf("the TS SDK client: %v", lines)
-			}
-		})
-	}
-	if code := g.p.stop(t); code != 0 {
-		t.Errorf("gateway exited %d", code)
-	}
-	principals := map[string]bool{}
-	for _, r := range readDecisions(t, filepath.Join(g.dir, ".lush", "decisions.db")) {
-		if r.Event.Action == "tools/call" && r.Event.Outcome == "allow" {
-			principals[r.Event.Principal] = true
-		}
-	}
-	if !principals["serviceaccount:ci-bot"] || !principals["user:alice"] {
-		t.Errorf("the tools/call decisions name %v, want serviceaccount:ci-bot and user:alice", principals)
-	}
-	if n := len(g.rec.headers()); n != 0 {
-		t.Errorf("the upstream received %d Authorization headers", n)
-	}
-}
-
 // waitReady waits for p to write its ready file.
 func waitReady(t *testing.T, p *proc, path string) {
 	t.Helper()
