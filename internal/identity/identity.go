@@ -49,6 +49,10 @@ type Caller struct {
 	Agent   string   // the agent the token lets act
 	Chain   []string // agents from the outermost caller to Agent, inclusive
 	TokenID string   // jti
+	// Token is the access token of a caller authenticated with a JWT from a configured issuer
+	// (Method == "jwt"), for token exchange at an upstream's request (vault/oauth); it prints as
+	// [redacted]. Empty for every other method.
+	Token SubjectToken
 }
 
 // CheckAgent checks that the caller may act as agent: a delegation token lets exactly its
@@ -325,6 +329,9 @@ func (a *Authenticator) bearerToken(ctx context.Context, tok string) (Caller, *E
 		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt").tried(MethodJWT)
 	}
 	c, err := a.verifyJWT(ctx, tok, parts, hdr)
+	if err == nil {
+		c.Token = NewSubjectToken(tok)
+	}
 	return c, err.tried(MethodJWT)
 }
 
