@@ -40,8 +40,13 @@ func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Optio
 }
 
 func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credential, error) {
-	return c.g.broker.Lookup(ctx, vault.Request{Project: c.s.manifest.Project, Tool: ref, Principal: c.caller.ID,
-		Groups: c.caller.Groups, Declared: c.s.manifest.Credentials})
+	r := vault.Request{Project: c.s.manifest.Project, Tool: ref, Principal: c.caller.ID,
+		Groups: c.caller.Groups, Declared: c.s.manifest.Credentials,
+		Chain: c.input("", nil).Chain, SubjectToken: c.caller.Token.Reveal(), Method: string(c.caller.Method)}
+	if t, ok := c.s.manifest.Tool(ref); ok && t.Remote != nil {
+		r.URL = t.Remote.URL
+	}
+	return c.g.broker.Lookup(ctx, r)
 }
 
 // server returns the connection a call to ref goes through: the caller's private one when the call

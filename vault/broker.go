@@ -30,6 +30,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/vault/oauth"
 )
 
 // DefaultCacheTTL is how long a value without a lease (a KV secret) is reused.
@@ -45,6 +46,9 @@ type Config struct {
 	// Vault, when set, is where service accounts' credentials (and, with users: true, users')
 	// come from.
 	Vault *VaultConfig `yaml:"vault"`
+	// OAuth, when set, is how the gateway gets tokens for lush.yaml's oauth credentials with a
+	// flow: token exchange and its clients at upstreams' authorization servers.
+	OAuth *oauth.Config `yaml:"oauth"`
 }
 
 // Check validates the config and names the field at fault.
@@ -57,6 +61,9 @@ func (c Config) Check() error {
 		v := c.Vault.withDefaults()
 		p = append(p, v.check()...)
 	}
+	if err := c.OAuth.Check(); err != nil {
+		p = append(p, err.Error())
+	}
 	if len(p) > 0 {
 		return errors.New(strings.Join(p, "; "))
 	}
@@ -68,8 +75,11 @@ type Broker struct {
 	cfg   Config
 	file  *File
 	vault *vaultClient
+	oauth *oauth.Client // nil without credentials.oauth
 	log   *slog.Logger
 	now   func() time.Time
+
+	oauthOpts []oauth.Option
 
 	mu     sync.Mutex
 	cache  map[string]*cached
@@ -93,7 +103,9 @@ type Option func(*Broker)
 func WithLogger(l *slog.Logger) Option { return func(b *Broker) { b.log = l } }
 
 // WithClock replaces time.Now, for tests of expiry.
-func WithClock(now func() time.Time) Option { return func(b *Broker) { b.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(b *Broker) { b.now = now; b.oauthOpts = append(b.oauthOpts, oauth.WithClock(now)) }
+}
 
 // New returns a broker. It does not contact Vault: the first lookup that needs it logs in.
 func New(cfg Config, opts ...Option) (*Broker, error) {
@@ -109,6 +121,13 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	}
 	if cfg.File != "" {
 		b.file = OpenFile(cfg.File)
+	}
+	if cfg.OAuth != nil {
+		oc, err := oauth.New(*cfg.OAuth, b.oauthOpts...)
+		if err != nil {
+			return nil, err
+		}
+		b.oauth = oc
 	}
 	if cfg.Vault != nil {
 		v := cfg.Vault.withDefaults()
@@ -138,6 +157,9 @@ func (b *Broker) Sources() string {
 	if b.file != nil {
 		s = append(s, "file "+b.file.Path())
 	}
+	if b.oauth != nil {
+		s = append(s, "oauth")
+	}
 	if len(s) == 0 {
 		return "none"
 	}
@@ -152,6 +174,12 @@ type Request struct {
 	Principal string
 	Groups    []string
 	Declared  []manifest.Credential // the build's mcp_credentials
+
+	// For oauth credentials with a flow:
+	URL          string   // where the server is reached: the default audience and resource
+	Chain        []string // the acting agents, outermost caller first
+	SubjectToken string   // the caller's own access token, for token exchange ("" if none)
+	Method       string   // how the caller authenticated, for messages
 }
 
 // Needs reports whether the build declares a credential for tool: then no call reaches it
@@ -200,6 +228,9 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 			Fixes:  []string{b.authAddHint(r.Tool, r.Principal, decls[0])}}
 	}
 
+	if decl.Type == TypeOAuth && (decl.Flow == oauth.FlowTokenExchange || decl.Flow == oauth.FlowClientCredentials) {
+		return b.fromOAuth(ctx, *decl, r)
+	}
 	missing := &MissingError{Tool: r.Tool, Principal: r.Principal, Type: decl.Type}
 	for _, src := range b.sources(r.Principal, decl) {
 		switch src {
@@ -236,6 +267,21 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 		missing.Detail = "the gateway has no credential source for it: configure credentials.file or credentials.vault in its config (docs/credentials.md)"
 	}
 	return nil, missing
+}
+
+// fromOAuth gets a token by the declaration's flow. Its errors (*oauth.Error) name their rule
+// and tell the caller what to do; none holds a token.
+func (b *Broker) fromOAuth(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
+	tok, err := b.oauth.Token(ctx, oauth.Request{Server: r.Tool, URL: r.URL, Principal: r.Principal, Chain: r.Chain,
+		SubjectToken: r.SubjectToken, Method: r.Method, Flow: d.Flow, Scopes: d.Scopes, Audience: d.Audience, Resource: d.Resource})
+	if err != nil {
+		return nil, err
+	}
+	src := "token exchange at " + tok.Issuer
+	if tok.Obtained == oauth.ObtainedClientCredentials {
+		src = "client credentials at " + tok.Issuer
+	}
+	return &Credential{Type: TypeOAuth, Token: tok.AccessToken, Source: src, Obtained: tok.Obtained, Act: tok.Act}, nil
 }
 
 // pick chooses the declaration for a principal: its own, else the first of its groups'.

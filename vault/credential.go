@@ -41,6 +41,19 @@ type Credential struct {
 	Password string            // basic
 	Env      map[string]string // env: variable -> value
 	Source   string            // where it came from, for messages: "file .lush/credentials.local", "vault secret/data/…"
+	// Obtained is how it was obtained, for the decision record: exchange, stored_grant,
+	// client_credentials or static (a stored credential; "" means static).
+	Obtained string
+	// Act is the acting chain an exchanged token carries (outermost actor first), for the record.
+	Act []string
+}
+
+// Provenance is how the credential was obtained: Obtained, or static for a stored credential.
+func (c Credential) Provenance() string {
+	if c.Obtained == "" {
+		return "static"
+	}
+	return c.Obtained
 }
 
 // Headers are the HTTP headers that present the credential to a remote server.
