@@ -6,6 +6,7 @@ import (
 
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
@@ -31,12 +32,19 @@ func privateServers(m *manifest.Manifest) map[string]bool {
 
 // needCredential returns the precondition that looks up the credential a call to ref needs and
 // keeps it in *cred (nil when it needs none).
+// The decision records how the credential was obtained (never the credential).
 func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Option {
-	return enforce.WithPrecondition(func(ctx context.Context) error {
+	return enforce.All(enforce.WithPrecondition(func(ctx context.Context) error {
 		got, err := c.lookupCredential(ctx, ref)
 		*cred = got
 		return err
-	})
+	}), enforce.WithCredentialUse(func() *decisionlog.CredentialUse {
+		if *cred == nil {
+			return nil
+		}
+		cr := *cred
+		return &decisionlog.CredentialUse{Type: cr.Type, Obtained: cr.Provenance(), Source: cr.Source, Act: cr.Act}
+	}))
 }
 
 func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credential, error) {
