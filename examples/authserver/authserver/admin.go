@@ -13,22 +13,23 @@ import (
 	"golang.org/x/oauth2/clientcredentials"
 )
 
-// Client is an OAuth client of Hydra.
+// Client is an OAuth client of Hydra (the JSON names are those of examples/authserver's
+// --clients file).
 type Client struct {
-	ID     string
-	Secret string // "" with TokenEndpointAuthMethod "none" (a public client)
+	ID     string `json:"id"`
+	Secret string `json:"secret,omitempty"` // "" with TokenEndpointAuthMethod "none" (a public client)
 	// GrantTypes default to authorization_code and refresh_token; ResponseTypes to code.
-	GrantTypes    []string
-	ResponseTypes []string
-	RedirectURIs  []string
+	GrantTypes    []string `json:"grant_types,omitempty"`
+	ResponseTypes []string `json:"response_types,omitempty"`
+	RedirectURIs  []string `json:"redirect_uris,omitempty"`
 	// Scopes the client may ask for.
-	Scopes []string
+	Scopes []string `json:"scopes,omitempty"`
 	// Audience is the audiences (resources) the client may ask tokens for.
-	Audience []string
+	Audience []string `json:"audience,omitempty"`
 	// TokenEndpointAuthMethod is client_secret_basic (the default), client_secret_post or none.
-	TokenEndpointAuthMethod string
+	TokenEndpointAuthMethod string `json:"token_endpoint_auth_method,omitempty"`
 	// AccessTokenStrategy is jwt (the default) or opaque (for introspection).
-	AccessTokenStrategy string
+	AccessTokenStrategy string `json:"access_token_strategy,omitempty"`
 }
 
 // CreateClient creates client in Hydra through its admin API.

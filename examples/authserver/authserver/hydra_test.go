@@ -2,7 +2,11 @@ package authserver_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -116,5 +120,123 @@ func TestAuthorizationCodeRefreshAndRevokedConsent(t *testing.T) {
 		t.Fatal("refresh after the consent was revoked: no error")
 	} else {
 		t.Logf("refresh after revoke: %v", err)
+	}
+}
+
+func TestDynamicRegistrationThroughTheFront(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource, otherResource), authtest.WithScopes("notes:read"))
+	ctx := context.Background()
+
+	var disco map[string]any
+	getJSON(t, srv.Issuer()+"/.well-known/openid-configuration", &disco)
+	if disco["registration_endpoint"] != srv.Issuer()+"/oauth2/register" {
+		t.Errorf("registration_endpoint = %v, want %s/oauth2/register", disco["registration_endpoint"], srv.Issuer())
+	}
+	if disco["issuer"] != srv.Issuer() || disco["token_endpoint"] != srv.TokenURL() {
+		t.Errorf("issuer = %v, token_endpoint = %v", disco["issuer"], disco["token_endpoint"])
+	}
+
+	// What the TypeScript SDKs send: a public client with PKCE.
+	reg := `{"client_name":"mcp client","redirect_uris":["http://127.0.0.1:9/callback"],"grant_types":["authorization_code","refresh_token"],` +
+		`"response_types":["code"],"token_endpoint_auth_method":"none","scope":"openid offline_access notes:read"}`
+	resp, err := http.Post(srv.Issuer()+"/oauth2/register", "application/json", strings.NewReader(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusCreated {
+		t.Fatalf("register: %s: %s", resp.Status, body)
+	}
+	var got map[string]any
+	if err := json.Unmarshal(body, &got); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range got {
+		if v == nil || v == "" {
+			t.Errorf("registration response field %q is %#v: the SDKs reject it", k, v)
+		}
+	}
+	if _, ok := got["contacts"]; ok {
+		t.Errorf("contacts = %v, want it left out", got["contacts"])
+	}
+	if aud, _ := got["audience"].([]any); len(aud) != 2 || aud[0] != notesResource || aud[1] != otherResource {
+		t.Errorf("audience = %v, want the allowed resources", got["audience"])
+	}
+	id, _ := got["client_id"].(string)
+	if id == "" {
+		t.Fatalf("no client_id in %s", body)
+	}
+
+	// The registered client logs in with PKCE for a resource and gets a token for it.
+	c := authserver.Client{ID: id, RedirectURIs: []string{"http://127.0.0.1:9/callback"}, TokenEndpointAuthMethod: "none"}
+	tok, err := srv.AuthorizationCodeToken(ctx, c, "", otherResource, []string{"openid", "notes:read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken)
+	if cl["sub"] != "alice" || !slices.Equal(audience(cl), []string{otherResource}) {
+		t.Errorf("claims = %v, want sub alice (the default user), aud [%s]", cl, otherResource)
+	}
+	if tok.RefreshToken != "" {
+		t.Errorf("a refresh token without offline_access")
+	}
+}
+
+func TestLoginHintNextUserAndDeniedConsent(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource))
+	ctx := context.Background()
+	app := authserver.Client{ID: "app", Secret: "app-secret-0123456789", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
+		Scopes: []string{"openid"}, Audience: []string{notesResource}}
+	if err := srv.CreateClient(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	sub := func(user, resource string) (string, error) {
+		t.Helper()
+		tok, err := srv.AuthorizationCodeToken(ctx, app, user, resource, []string{"openid"})
+		if err != nil {
+			return "", err
+		}
+		s, _ := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken)["sub"].(string)
+		return s, nil
+	}
+	if s, err := sub("", notesResource); err != nil || s != "alice" {
+		t.Errorf("no login_hint: sub %q, %v; want alice", s, err)
+	}
+	if s, err := sub("bob", notesResource); err != nil || s != "bob" {
+		t.Errorf("login_hint bob: sub %q, %v; want bob", s, err)
+	}
+	if err := srv.SetNextUser("bob"); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := sub("nobody", notesResource); err != nil || s != "bob" {
+		t.Errorf("login_hint of no user after SetNextUser(bob): sub %q, %v; want bob", s, err)
+	}
+	if err := srv.SetNextUser("nobody"); err == nil {
+		t.Error("SetNextUser(nobody): no error")
+	}
+	if _, err := sub("carol", notesResource); err == nil || !strings.Contains(err.Error(), "access_denied") {
+		t.Errorf("carol denies consent: err = %v, want access_denied", err)
+	}
+	if _, err := sub("bob", otherResource); err == nil || !strings.Contains(err.Error(), "invalid_target") {
+		t.Errorf("a resource the client may not ask for: err = %v, want invalid_target", err)
+	}
+}
+
+func getJSON(t *testing.T, u string, out any) {
+	t.Helper()
+	resp, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s", u, resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		t.Fatalf("GET %s: %v", u, err)
 	}
 }
