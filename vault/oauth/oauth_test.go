@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
 
 	"github.com/lush-agents/lush/examples/authserver/authserver"
@@ -303,4 +304,94 @@ func claimsOf(t *testing.T, tok string) map[string]any {
 		t.Fatal(err)
 	}
 	return cl
+}
+
+// publicSet is the JWK set of the actor key's public half, as an authorization server trusts it.
+func publicSet(t *testing.T, pub ed25519.PublicKey, kid string) []byte {
+	t.Helper()
+	k, err := jwk.Import(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := k.Set(jwk.KeyIDKey, kid); err != nil {
+		t.Fatal(err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(k); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestTokenExchange exchanges a user's Hydra token at the real token-exchange server: the issued
+// token names the user, is for the upstream, carries the agent chain in act, is cached per
+// chain, and a token the server does not accept is refused with what to do.
+func TestTokenExchange(t *testing.T) {
+	const gatewayResource, upstream = "https://lush.example.com", "https://crm.example.com/mcp"
+	keyPath, pub := writeKey(t)
+	signer, err := newActorSigner(keyPath, "lush", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := authtest.Start(t, authtest.WithAllowedResources(gatewayResource, upstream), authtest.WithExchange(authserver.ExchangeConfig{
+		Clients: []authserver.ExchangeClient{{ID: "lush-gateway", Secret: "exchange-secret-0123"}}, TrustedActorKeys: publicSet(t, pub, signer.kid)}))
+	ctx := context.Background()
+	app := authserver.Client{ID: "app", Secret: "app-secret-0123456789", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
+		Scopes: []string{"openid"}, Audience: []string{gatewayResource}}
+	if err := as.CreateClient(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	user, err := as.AuthorizationCodeToken(ctx, app, "alice", gatewayResource, []string{"openid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := New(Config{TokenExchange: &TokenExchangeConfig{Issuer: as.ExchangeIssuer(), ClientID: "lush-gateway",
+		ClientSecretFile: writeSecret(t, "exchange-secret-0123"), Actor: ActorConfig{KeyFile: keyPath}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Server: "mcp://crm.example.com/mcp", URL: upstream, Principal: "user:alice", Chain: []string{"planner", "writer"},
+		SubjectToken: user.AccessToken, Method: "jwt", Flow: FlowTokenExchange}
+	tok, err := c.Token(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := claimsOf(t, tok.AccessToken)
+	if cl["sub"] != "alice" || !strings.Contains(fmt.Sprint(cl["aud"]), upstream) || cl["iss"] != as.ExchangeIssuer() {
+		t.Errorf("claims %v: want sub alice, aud %s", cl, upstream)
+	}
+	if act, _ := json.Marshal(cl["act"]); string(act) != `{"act":{"sub":"agent:planner"},"sub":"agent:writer"}` {
+		t.Errorf("act = %s, want writer acting, planner nested", act)
+	}
+	if !slices.Equal(tok.Act, []string{"agent:writer", "agent:planner"}) || tok.Obtained != ObtainedExchange {
+		t.Errorf("token act %v obtained %s", tok.Act, tok.Obtained)
+	}
+	if again, err := c.Token(ctx, req); err != nil || again.AccessToken != tok.AccessToken {
+		t.Errorf("the same principal, chain and upstream did not get the cached token: %v", err)
+	}
+	req.Chain = []string{"writer"}
+	other, err := c.Token(ctx, req)
+	if err != nil || other.AccessToken == tok.AccessToken || !slices.Equal(other.Act, []string{"agent:writer"}) {
+		t.Errorf("another chain got %v, %v", other.Act, err)
+	}
+
+	// A subject token the server does not accept (the user's token with its signature broken).
+	req.SubjectToken = user.AccessToken[:len(user.AccessToken)-4] + "AAAA"
+	_, err = c.Token(ctx, req)
+	var e *Error
+	if !errors.As(err, &e) || e.Rule() != RuleRefused || !strings.Contains(e.Reason(), "refused to exchange") {
+		t.Fatalf("Token with a bad subject token = %v, want refused", err)
+	}
+	if strings.Contains(err.Error(), req.SubjectToken) || strings.Contains(err.Error(), user.AccessToken[:20]) {
+		t.Error("the error shows the subject token")
+	}
+	// An upstream the server does not issue tokens for.
+	req.SubjectToken, req.URL = user.AccessToken, "https://elsewhere.example.com/mcp"
+	if _, err = c.Token(ctx, req); !errors.As(err, &e) || e.Rule() != RuleRefused {
+		t.Fatalf("Token for an unknown audience = %v, want refused", err)
+	}
 }
