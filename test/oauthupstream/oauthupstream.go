@@ -86,7 +86,7 @@ func Start(t testing.TB, issuers ...Issuer) *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /.well-known/oauth-protected-resource/mcp", func(w http.ResponseWriter, _ *http.Request) {
 		var as []string
-		for _, is := range s.issuers {
+		for _, is := range s.trusted() {
 			as = append(as, fmt.Sprintf("%q", is.Issuer))
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -124,13 +124,14 @@ func (s *Server) verify(r *http.Request) (Call, string) {
 		return Call{}, "not a JWT"
 	}
 	iss, _ := unverified.Issuer()
-	i := slices.IndexFunc(s.issuers, func(is Issuer) bool { return is.Issuer == iss })
+	issuers := s.trusted()
+	i := slices.IndexFunc(issuers, func(is Issuer) bool { return is.Issuer == iss })
 	if i < 0 {
 		return Call{}, "untrusted issuer " + iss
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
 	defer cancel()
-	set, err := jwk.Fetch(ctx, s.issuers[i].JWKSURL)
+	set, err := jwk.Fetch(ctx, issuers[i].JWKSURL)
 	if err != nil {
 		return Call{}, "fetch the JWKS: " + err.Error()
 	}
@@ -154,6 +155,20 @@ func (s *Server) verify(r *http.Request) (Call, string) {
 		}
 	}
 	return c, ""
+}
+
+// Trust adds issuers whose tokens the upstream accepts (for a test that starts the upstream
+// before its authorization servers, which must know its URL).
+func (s *Server) Trust(issuers ...Issuer) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.issuers = append(s.issuers, issuers...)
+}
+
+func (s *Server) trusted() []Issuer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.issuers)
 }
 
 // Calls returns the tool calls the upstream served, in order.
