@@ -11,11 +11,18 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"encoding/pem"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -201,4 +208,198 @@ func writeFile600(t *testing.T, path, content string) {
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUpstreamOAuthAuthorizationCode: bob's first call to a server declared with flow
+// authorization_code is denied with the command to run; `lushctl auth login` (headless: the
+// test's browser follows Hydra's redirects to the loopback redirect) stores his grant; his calls
+// then carry his own token from the upstream's authorization server, refreshed before it expires;
+// `lushctl auth remove --config` revokes the refresh token; after the consent is revoked upstream,
+// the failed refresh is a denial that says to log in again. No token appears in any output.
+func TestUpstreamOAuthAuthorizationCode(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	up := oauthupstream.Start(t)
+	// An access token that lives 30s is refreshed on every call (the gateway refreshes a minute
+	// before expiry), so the refresh path runs without waiting.
+	as := authtest.Start(t, authtest.WithAllowedResources(up.URL), authtest.WithTokenTTL(30*time.Second, time.Hour))
+	up.Trust(oauthupstream.Issuer{Issuer: as.Issuer(), JWKSURL: as.JWKSURL()})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	redirectAddr := ln.Addr().String()
+	ln.Close()
+	crm := authserver.Client{ID: "lush-crm", Secret: "crm-secret-0123456789", RedirectURIs: []string{"http://" + redirectAddr + "/callback"},
+		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"offline_access"}, Audience: []string{up.URL}}
+	if err := as.CreateClient(ctx, crm); err != nil {
+		t.Fatal(err)
+	}
+
+	project := filepath.Join(dir, "project")
+	os.MkdirAll(filepath.Join(project, "agents", "crm"), 0o755)
+	writeFile600(t, filepath.Join(project, "agents", "crm", "spec.yaml"), "name: crm\nmodel: gemini-2.5-flash\ndescription: Reads the CRM.\ntools:\n  - server: mcp://crm.example.com/mcp\n    access: read\n"+
+		"acl:\n  - {principal: group:sales, role: execute}\n")
+	writeFile600(t, filepath.Join(project, "lush.yaml"), `project: oauth-code-e2e
+servers:
+  mcp://crm.example.com/mcp:
+    url: `+up.URL+`
+tool_classes:
+  mcp://crm.example.com/mcp:
+    whoami: read
+tool_grants:
+  - tool: mcp://crm.example.com/mcp
+    grants:
+      - {principal: group:sales, access: read}
+mcp_credentials:
+  mcp://crm.example.com/mcp:
+    group:sales: {type: oauth, flow: authorization_code, scopes: [offline_access]}
+`)
+	const bobKey = "bob-key-0123456789"
+	sum := sha256.Sum256([]byte(bobKey))
+	secretFile := filepath.Join(dir, "crm.secret")
+	writeFile600(t, secretFile, crm.Secret+"\n")
+	cfg := filepath.Join(dir, "gateway.yaml")
+	writeFile600(t, cfg, `auth:
+  api_keys:
+    - {name: bob, sha256: `+hex.EncodeToString(sum[:])+`, principal: user:bob, groups: [group:sales]}
+credentials:
+  oauth:
+    clients:
+      - issuer: `+as.Issuer()+`
+        client_id: lush-crm
+        client_secret_file: `+secretFile+`
+        servers: [mcp://crm.example.com/mcp]
+`)
+	base, gw := startGateway(t, project, "--config", cfg, "--log-level", "debug")
+	asBob := goClient(t, base+"/agents/crm/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": bobKey}))
+	defer asBob.Close()
+	var answers []string
+	whoami := func() (string, bool) {
+		text, isErr := call(t, asBob, "whoami", nil)
+		answers = append(answers, text)
+		return text, isErr
+	}
+	const loginCmd = "lushctl auth login mcp://crm.example.com/mcp --principal user:bob"
+	if text, isErr := whoami(); !isErr || !strings.Contains(text, loginCmd) || !strings.Contains(text, "no grant is stored") {
+		t.Fatalf("before login: %q, want a denial naming %q", text, loginCmd)
+	}
+
+	login := func() string {
+		t.Helper()
+		p := startProc(t, nil, lushctlBin, "auth", "login", "mcp://crm.example.com/mcp", "--principal", "user:bob", "--config", cfg,
+			"--listen", redirectAddr, "-C", project)
+		waitFor(t, p, "Open this URL", 30*time.Second)
+		authURL := regexp.MustCompile(`http://\S+`).FindString(p.out.String()[strings.Index(p.out.String(), "Open this URL"):])
+		if err := as.SetNextUser("bob"); err != nil {
+			t.Fatal(err)
+		}
+		jar, _ := cookiejar.New(nil)
+		browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+		resp, err := browser.Get(authURL)
+		if err != nil {
+			t.Fatalf("the browser: %v\n%s", err, p.out.String())
+		}
+		page, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		<-p.done
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 || !strings.Contains(string(page), "Access granted") {
+			t.Fatalf("auth login: exit %d, page %q\n%s", code, page, p.out.String())
+		}
+		return p.out.String()
+	}
+	loginOut := login()
+	if !strings.Contains(loginOut, "with a refresh token") {
+		t.Fatalf("auth login: %s", loginOut)
+	}
+	stored := func() (access, refresh string) {
+		b, err := os.ReadFile(filepath.Join(project, ".lush", "credentials.local"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Credentials []struct {
+				Token        string `json:"token"`
+				RefreshToken string `json:"refresh_token"`
+			} `json:"credentials"`
+		}
+		if err := json.Unmarshal(b, &f); err != nil || len(f.Credentials) != 1 {
+			t.Fatalf("credentials file: %v %s", err, b)
+		}
+		return f.Credentials[0].Token, f.Credentials[0].RefreshToken
+	}
+	firstAccess, firstRefresh := stored()
+	if text, isErr := whoami(); isErr || text != "subject bob" {
+		t.Fatalf("after login: %q", text)
+	}
+	refreshedAccess, refreshedRefresh := stored()
+	if refreshedAccess == firstAccess {
+		t.Error("the access token about to expire was not refreshed and stored")
+	}
+	calls := up.Calls()
+	if len(calls) != 1 || calls[0].Subject != "bob" || calls[0].ClientID != "lush-crm" || calls[0].Issuer != as.Issuer() || calls[0].Token != refreshedAccess {
+		t.Fatalf("the upstream saw %+v, want bob's refreshed token from lush-crm", calls)
+	}
+
+	// auth remove revokes the refresh token at Hydra (RFC 7009), then deletes the grant.
+	if !active(t, as.IntrospectionURL(), refreshedRefresh) {
+		t.Fatal("the stored refresh token is not active before auth remove")
+	}
+	out := runLushctl(t, "auth", "remove", "mcp://crm.example.com/mcp", "--principal", "user:bob", "--config", cfg, "-C", project)
+	if active(t, as.IntrospectionURL(), refreshedRefresh) {
+		t.Errorf("the refresh token is still active after auth remove:\n%s", out)
+	}
+	if text, isErr := whoami(); !isErr || !strings.Contains(text, "no grant is stored") {
+		t.Fatalf("after auth remove: %q", text)
+	}
+
+	// A grant revoked upstream: the refresh fails, and the denial says what to run.
+	login()
+	if err := as.RevokeConsent(ctx, "bob"); err != nil {
+		t.Fatal(err)
+	}
+	if text, isErr := whoami(); !isErr || !strings.Contains(text, "refused when it was refreshed") || !strings.Contains(text, loginCmd) {
+		t.Fatalf("after the consent was revoked: %q", text)
+	}
+
+	if code := gw.stop(t); code != 0 {
+		t.Fatalf("gateway exit %d", code)
+	}
+	logPath := filepath.Join(project, ".lush", "decisions.db")
+	audit := runLushctl(t, "audit", "query", "--log", logPath, "-o", "json")
+	if !strings.Contains(strings.ReplaceAll(audit, " ", ""), `"obtained":"stored_grant"`) || !strings.Contains(audit, "lush.credentials.oauth_login_required") {
+		t.Errorf("the audit query lacks the stored grant's provenance or the login denials:\n%s", audit)
+	}
+	var db []string
+	for _, f := range []string{logPath, logPath + "-wal"} {
+		b, _ := os.ReadFile(f)
+		db = append(db, string(b))
+	}
+	outputs := map[string]string{"gateway output": gw.out.String(), "decision log files": strings.Join(db, ""), "audit query": audit,
+		"answers": strings.Join(answers, "\n"), "auth login output": loginOut, "auth remove output": out}
+	for where, o := range outputs {
+		for what, s := range map[string]string{"the first access token": firstAccess, "the first refresh token": firstRefresh,
+			"the refreshed access token": refreshedAccess, "the refreshed refresh token": refreshedRefresh, "the client secret": crm.Secret} {
+			if strings.Contains(o, s) {
+				t.Errorf("%s holds %s", where, what)
+			}
+		}
+	}
+}
+
+// active asks Hydra's introspection endpoint (RFC 7662, admin side) whether token is active.
+func active(t *testing.T, introspection, token string) bool {
+	t.Helper()
+	resp, err := http.PostForm(introspection, url.Values{"token": {token}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Active bool `json:"active"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatalf("introspection: %s: %v", resp.Status, err)
+	}
+	return r.Active
 }

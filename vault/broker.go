@@ -231,6 +231,9 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 	if decl.Type == TypeOAuth && (decl.Flow == oauth.FlowTokenExchange || decl.Flow == oauth.FlowClientCredentials) {
 		return b.fromOAuth(ctx, *decl, r)
 	}
+	if decl.Type == TypeOAuth && decl.Flow == oauth.FlowAuthorizationCode {
+		return b.fromGrant(ctx, *decl, r)
+	}
 	missing := &MissingError{Tool: r.Tool, Principal: r.Principal, Type: decl.Type}
 	for _, src := range b.sources(r.Principal, decl) {
 		switch src {
@@ -272,8 +275,7 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 // fromOAuth gets a token by the declaration's flow. Its errors (*oauth.Error) name their rule
 // and tell the caller what to do; none holds a token.
 func (b *Broker) fromOAuth(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
-	tok, err := b.oauth.Token(ctx, oauth.Request{Server: r.Tool, URL: r.URL, Principal: r.Principal, Chain: r.Chain,
-		SubjectToken: r.SubjectToken, Method: r.Method, Flow: d.Flow, Scopes: d.Scopes, Audience: d.Audience, Resource: d.Resource})
+	tok, err := b.oauth.Token(ctx, OAuthRequest(d, r))
 	if err != nil {
 		return nil, err
 	}
@@ -282,6 +284,71 @@ func (b *Broker) fromOAuth(ctx context.Context, d manifest.Credential, r Request
 		src = "client credentials at " + tok.Issuer
 	}
 	return &Credential{Type: TypeOAuth, Token: tok.AccessToken, Source: src, Obtained: tok.Obtained, Act: tok.Act}, nil
+}
+
+// grantMargin is how long before its expiry a stored grant's access token is refreshed.
+const grantMargin = time.Minute
+
+// OAuthRequest is the request to vault/oauth for a declaration with a flow.
+func OAuthRequest(d manifest.Credential, r Request) oauth.Request {
+	return oauth.Request{Server: r.Tool, URL: r.URL, Principal: r.Principal, Chain: r.Chain,
+		SubjectToken: r.SubjectToken, Method: r.Method, Flow: d.Flow, Scopes: d.Scopes, Audience: d.Audience, Resource: d.Resource}
+}
+
+// fromGrant returns the access token of the principal's stored grant (flow authorization_code,
+// from the local file), refreshing it first when it expires within a minute and writing the
+// refreshed grant back. No grant, or one the server refuses to refresh, is a denial that says to
+// run lushctl auth login. Refreshes of one grant are made one at a time (servers rotate refresh
+// tokens: a second refresh with the old one would fail).
+func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
+	or := OAuthRequest(d, r)
+	c, ok, err := b.fromFile(r)
+	switch {
+	case err != nil:
+		return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
+	case b.file == nil:
+		return nil, oauth.NoGrant(or, "the gateway has no credentials file to keep grants in (credentials.file)")
+	case !ok || c.Token == "":
+		return nil, oauth.NoGrant(or, "no grant is stored for them")
+	}
+	c.Obtained = oauth.ObtainedStoredGrant
+	if c.Expiry.IsZero() || b.now().Add(grantMargin).Before(c.Expiry) {
+		return &c, nil
+	}
+	if c.RefreshToken == "" {
+		return nil, oauth.NoGrant(or, "the stored access token has expired and the grant has no refresh token (ask for the offline_access scope where the server needs it)")
+	}
+	v, err, _ := b.flight.Do("grant\x00"+r.Tool+"\x00"+r.Principal, func() (any, error) {
+		// Read the grant again: a refresh that just ended has stored a new token, and servers
+		// that rotate refresh tokens refuse (and may revoke the grant for) a reused one.
+		cur, ok, err := b.fromFile(r)
+		switch {
+		case err != nil:
+			return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
+		case !ok || cur.Token == "" || cur.RefreshToken == "":
+			return nil, oauth.NoGrant(or, "no grant is stored for them")
+		}
+		cur.Obtained = oauth.ObtainedStoredGrant
+		if cur.Token != c.Token && b.now().Add(grantMargin/2).Before(cur.Expiry) {
+			return cur, nil
+		}
+		c = cur
+		g, err := b.oauth.Refresh(ctx, or, c.RefreshToken)
+		if err != nil {
+			return nil, err
+		}
+		n := c
+		n.Token, n.RefreshToken, n.Expiry, n.Issuer = g.AccessToken, g.RefreshToken, g.Expiry, g.Issuer
+		if _, err := b.file.Add(FileEntry{Tool: r.Tool, Principal: r.Principal, Credential: n}); err != nil {
+			b.log.Warn("the refreshed OAuth grant could not be stored; it is used for this call", "tool", r.Tool, "principal", r.Principal, "err", err)
+		}
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	got := v.(Credential)
+	return &got, nil
 }
 
 // pick chooses the declaration for a principal: its own, else the first of its groups'.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Credential types, as declared in lush.yaml mcp_credentials.
@@ -46,6 +47,11 @@ type Credential struct {
 	Obtained string
 	// Act is the acting chain an exchanged token carries (outermost actor first), for the record.
 	Act []string
+	// A stored OAuth grant (flow authorization_code): the refresh token (secret), when Token
+	// expires (zero: unknown), and the authorization server that issued them.
+	RefreshToken string
+	Expiry       time.Time
+	Issuer       string
 }
 
 // Provenance is how the credential was obtained: Obtained, or static for a stored credential.
@@ -99,7 +105,7 @@ func (c Credential) Fingerprint(key []byte) string {
 // secrets lists the credential's secret values, for scrubbing messages that might echo them.
 func (c Credential) secrets() []string {
 	var out []string
-	for _, s := range []string{c.Token, c.Key, c.Password} {
+	for _, s := range []string{c.Token, c.Key, c.Password, c.RefreshToken} {
 		if s != "" {
 			out = append(out, s)
 		}

@@ -137,8 +137,8 @@ type Option func(*options)
 type options struct {
 	pre    Precondition
 	cred   func() *decisionlog.CredentialUse // WithCredentialUse
-	extra  []decisionlog.Charge // WithCharges
-	refuse *authz.Reason        // refusing
+	extra  []decisionlog.Charge              // WithCharges
+	refuse *authz.Reason                     // refusing
 }
 
 // WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and

@@ -102,7 +102,7 @@ type Client struct {
 
 	mu        sync.Mutex
 	exchanger tokenexchange.TokenExchanger // discovered on first use
-	endpoints map[string]string            // issuer -> token endpoint, discovered
+	endpoints map[string]endpoints         // issuer -> its endpoints, discovered
 	cache     map[string]cached
 	flight    singleflight.Group
 }
@@ -130,7 +130,7 @@ func New(cfg Config, opts ...Option) (*Client, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	c := &Client{cfg: cfg, now: time.Now, endpoints: map[string]string{}, cache: map[string]cached{},
+	c := &Client{cfg: cfg, now: time.Now, endpoints: map[string]endpoints{}, cache: map[string]cached{},
 		hc: &http.Client{Timeout: cfg.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	for _, o := range opts {
 		o(c)
@@ -352,6 +352,23 @@ func (c *Client) tokenEndpoint(ctx context.Context, issuer, configured string) (
 	if configured != "" {
 		return configured, nil
 	}
+	md, err := c.metadata(ctx, issuer)
+	if err != nil {
+		return "", err
+	}
+	if md.token == "" {
+		return "", fmt.Errorf("the metadata of %s names no token_endpoint: set token_endpoint in the config", issuer)
+	}
+	return md.token, nil
+}
+
+// endpoints are what an authorization server's metadata names.
+type endpoints struct {
+	auth, token, revocation string
+}
+
+// metadata returns the issuer's endpoints from its OpenID Connect / RFC 8414 metadata, cached.
+func (c *Client) metadata(ctx context.Context, issuer string) (endpoints, error) {
 	c.mu.Lock()
 	e, ok := c.endpoints[issuer]
 	c.mu.Unlock()
@@ -360,15 +377,13 @@ func (c *Client) tokenEndpoint(ctx context.Context, issuer, configured string) (
 	}
 	md, err := client.Discover(ctx, issuer, c.hc)
 	if err != nil {
-		return "", err
+		return endpoints{}, err
 	}
-	if md.TokenEndpoint == "" {
-		return "", fmt.Errorf("the metadata of %s names no token_endpoint: set token_endpoint in the config", issuer)
-	}
+	e = endpoints{auth: md.AuthorizationEndpoint, token: md.TokenEndpoint, revocation: md.RevocationEndpoint}
 	c.mu.Lock()
-	c.endpoints[issuer] = md.TokenEndpoint
+	c.endpoints[issuer] = e
 	c.mu.Unlock()
-	return md.TokenEndpoint, nil
+	return e, nil
 }
 
 // Rule ids of the denials this package causes, as decision-log events show them.
@@ -419,32 +434,20 @@ func (c *Client) unavailable(r Request, doing string, err error) *Error {
 // code) is told to the caller with its code and description; anything else is unavailable.
 // Every secret of the request is scrubbed from the text.
 func (c *Client) failed(r Request, issuer string, err error, secrets ...string) *Error {
-	scrub := func(s string) string {
-		for _, v := range secrets {
-			if len(v) >= 4 {
-				s = strings.ReplaceAll(s, v, "[redacted]")
-			}
-		}
-		return s
-	}
-	code, desc := "", ""
-	var oe *oidc.Error
-	var re *oauth2.RetrieveError
-	switch {
-	case errors.As(err, &oe):
-		code, desc = string(oe.ErrorType), oe.Description
-	case errors.As(err, &re):
-		code, desc = re.ErrorCode, re.ErrorDescription
-		if code == "" && re.Response != nil {
+	code, desc, ok := oauthError(err, secrets...)
+	if !ok {
+		var re *oauth2.RetrieveError
+		if errors.As(err, &re) && re.Response != nil {
 			return &Error{rule: RuleUnavailable, reason: unavailableReason(r), err: fmt.Errorf("%s answered %s without an OAuth error", issuer, re.Response.Status)}
 		}
-	default:
-		return &Error{rule: RuleUnavailable, reason: unavailableReason(r), err: fmt.Errorf("%s: %s", issuer, scrub(describe(err)))}
+		return &Error{rule: RuleUnavailable, reason: unavailableReason(r), err: fmt.Errorf("%s: %s", issuer, scrubbed(describe(err), secrets))}
 	}
-	code, desc = scrub(bounded(code)), scrub(bounded(desc))
 	what := "exchange the caller's token"
-	if r.Flow == FlowClientCredentials {
+	switch r.Flow {
+	case FlowClientCredentials:
 		what = "issue a client credentials token"
+	case FlowAuthorizationCode:
+		what = "issue tokens for the authorization code"
 	}
 	msg := fmt.Sprintf("the authorization server %s refused to %s for %s (%s", issuer, what, r.Server, code)
 	if desc != "" {
@@ -455,6 +458,32 @@ func (c *Client) failed(r Request, issuer string, err error, secrets ...string) 
 		msg += "; log in again to get a fresh token, or ask the operator whether the server allows exchanges for this audience"
 	}
 	return &Error{rule: RuleRefused, reason: msg + "; the call was not made"}
+}
+
+// oauthError is the OAuth error code and description of a token endpoint's refusal, bounded and
+// with secrets scrubbed; ok is false for any other failure.
+func oauthError(err error, secrets ...string) (code, desc string, ok bool) {
+	var oe *oidc.Error
+	var re *oauth2.RetrieveError
+	switch {
+	case errors.As(err, &oe):
+		code, desc = string(oe.ErrorType), oe.Description
+	case errors.As(err, &re) && re.ErrorCode != "":
+		code, desc = re.ErrorCode, re.ErrorDescription
+	default:
+		return "", "", false
+	}
+	return scrubbed(bounded(code), secrets), scrubbed(bounded(desc), secrets), true
+}
+
+// scrubbed replaces every secret (of at least 4 characters) in s.
+func scrubbed(s string, secrets []string) string {
+	for _, v := range secrets {
+		if len(v) >= 4 {
+			s = strings.ReplaceAll(s, v, "[redacted]")
+		}
+	}
+	return s
 }
 
 // describe is an error's text without what libraries append (response bodies): transport
