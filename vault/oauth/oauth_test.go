@@ -157,7 +157,7 @@ func TestActorToken(t *testing.T) {
 				t.Errorf("claims %v", cl)
 			}
 			got, _ := json.Marshal(map[string]any{"sub": cl["sub"], "act": cl["act"]})
-			if tt.chain != nil && len(tt.chain) == 1 {
+			if len(tt.chain) == 1 {
 				got, _ = json.Marshal(map[string]any{"sub": cl["sub"]})
 			}
 			if string(got) != tt.want {
