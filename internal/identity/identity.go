@@ -251,7 +251,7 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 		if err != nil {
 			return Caller{}, err
 		}
-		return a.bearerToken(r.Context(), tok)
+		return withSubjectToken(a.bearerToken(r.Context(), tok))(tok)
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
 		if key == "" {
@@ -329,9 +329,6 @@ func (a *Authenticator) bearerToken(ctx context.Context, tok string) (Caller, *E
 		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt").tried(MethodJWT)
 	}
 	c, err := a.verifyJWT(ctx, tok, parts, hdr)
-	if err == nil {
-		c.Token = NewSubjectToken(tok)
-	}
 	return c, err.tried(MethodJWT)
 }
 
