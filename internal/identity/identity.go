@@ -251,7 +251,8 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 		if err != nil {
 			return Caller{}, err
 		}
-		return withSubjectToken(a.bearerToken(r.Context(), tok))(tok)
+		c, err := a.bearerToken(r.Context(), tok)
+		return withSubjectToken(c, err, tok)
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
 		if key == "" {

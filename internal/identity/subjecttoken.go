@@ -40,14 +40,12 @@ func (t SubjectToken) LogValue() slog.Value { return slog.StringValue(t.String()
 // MarshalText is what encoders use: never the token.
 func (t SubjectToken) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
-// withSubjectToken keeps the bearer token in a caller who authenticated with an access token of
-// an authorization server (a JWT of a configured issuer, or an OAuth access token), for token
-// exchange. Use: withSubjectToken(a.bearerToken(ctx, tok))(tok).
-func withSubjectToken(c Caller, err *Error) func(tok string) (Caller, *Error) {
-	return func(tok string) (Caller, *Error) {
-		if err == nil && (c.Method == MethodJWT || c.Method == "oauth") {
-			c.Token = NewSubjectToken(tok)
-		}
-		return c, err
+// withSubjectToken keeps the bearer token tok in a caller who authenticated with an access token
+// of an authorization server (a JWT of a configured issuer, or an OAuth access token), for token
+// exchange.
+func withSubjectToken(c Caller, err *Error, tok string) (Caller, *Error) {
+	if err == nil && (c.Method == MethodJWT || c.Method == "oauth") {
+		c.Token = NewSubjectToken(tok)
 	}
+	return c, err
 }
