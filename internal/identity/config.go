@@ -22,6 +22,71 @@ type Config struct {
 	Proxy      *ProxyConfig      `yaml:"trusted_proxy"`
 	Dev        *DevConfig        `yaml:"dev"`
 	Delegation *DelegationConfig `yaml:"delegation"`
+	// OAuth makes this server an OAuth 2.0 protected resource (RFC 9728, the MCP authorization
+	// specification): access tokens of these authorization servers are accepted when issued for
+	// the endpoint called.
+	OAuth []OAuthConfig `yaml:"oauth"`
+	// ResourceURL is this server's public base URL (scheme, host, optional path prefix), the
+	// prefix of every protected resource's identifier: an agent's MCP endpoint is the resource
+	// <resource_url>/agents/<name>/mcp. Default: derived from the listen address
+	// (http://127.0.0.1:8080 for :8080). Set it whenever clients reach the server through
+	// another name (a load balancer, an ingress, https).
+	ResourceURL string `yaml:"resource_url"`
+}
+
+// OAuthConfig accepts the access tokens of one OAuth 2.0 authorization server, discovered from
+// its issuer identifier (RFC 8414 metadata, else OpenID Connect discovery): JWT access tokens
+// (RFC 9068) verified with its JWKS, and, with introspection, opaque tokens (RFC 7662).
+type OAuthConfig struct {
+	Issuer string `yaml:"issuer"` // required: the authorization server's issuer identifier, exactly as in its metadata and the tokens' iss
+	// Audiences are accepted in aud besides the URL of the resource called (identity providers
+	// that put their own application id in aud). Optional.
+	Audiences []string `yaml:"audiences"`
+	// Scopes a token must all carry (scope or scp); advertised as scopes_supported and in the
+	// WWW-Authenticate challenge. A valid token without them is refused with 403
+	// insufficient_scope.
+	Scopes        []string             `yaml:"scopes"`
+	Algorithms    []string             `yaml:"algorithms"` // default [RS256, ES256]; never none or HS*
+	Introspection *IntrospectionConfig `yaml:"introspection"`
+	Claims        OAuthClaims          `yaml:"claims"`
+	// PrincipalClaim is which claim names the user: sub (default, principal user:<sub>) or email
+	// (user:<email>).
+	PrincipalClaim string `yaml:"principal_claim"`
+	// ServiceAccount says which tokens are a client's own (machine to machine, client
+	// credentials): they act as serviceaccount:<client id>.
+	ServiceAccount  ServiceAccountConfig `yaml:"service_account"`
+	Leeway          time.Duration        `yaml:"leeway"`           // clock skew, default 30s, max 5m
+	MetadataRefresh time.Duration        `yaml:"metadata_refresh"` // default 1h, at least 1m
+	JWKSRefresh     time.Duration        `yaml:"jwks_refresh"`     // default 15m, at least 1m
+}
+
+// OAuthClaims names the claims an access token's caller is read from.
+type OAuthClaims struct {
+	Subject  string `yaml:"subject"`   // default sub
+	Email    string `yaml:"email"`     // default email (used with principal_claim: email)
+	Groups   string `yaml:"groups"`    // default groups: an array of strings, or a space or comma separated string
+	ClientID string `yaml:"client_id"` // default client_id (RFC 9068); azp for some identity providers
+}
+
+// IntrospectionConfig is how Lush authenticates to the authorization server's RFC 7662
+// introspection endpoint to ask about opaque access tokens.
+type IntrospectionConfig struct {
+	// Endpoint is the introspection endpoint when the server's metadata names none (Hydra's is
+	// on its admin port); default: the metadata's introspection_endpoint.
+	Endpoint         string        `yaml:"endpoint"`
+	ClientID         string        `yaml:"client_id"`          // required
+	ClientSecretFile string        `yaml:"client_secret_file"` // required: a file holding the client secret (never the secret itself)
+	CacheTTL         time.Duration `yaml:"cache_ttl"`          // how long an active answer is believed, at most until the token's exp; default 1m, max 10m
+}
+
+// ServiceAccountConfig says which access tokens are a client acting for itself. By default
+// those whose subject is their client id (the client credentials grant of most servers,
+// Hydra's included); with claim and value, those whose claim has that value (Auth0: gty
+// client-credentials). Disabled: every token acts as a user.
+type ServiceAccountConfig struct {
+	Claim    string `yaml:"claim"`
+	Value    string `yaml:"value"`
+	Disabled bool   `yaml:"disabled"`
 }
 
 // JWTConfig accepts bearer JWTs from one issuer.
@@ -87,6 +152,11 @@ const (
 	DelegationIssuer = "lush-agentd"
 	// DelegationType is the typ header of delegation tokens.
 	DelegationType = "lush-delegation+jwt"
+
+	DefaultMetadataRefresh  = time.Hour
+	MinMetadataRefresh      = time.Minute
+	DefaultIntrospectionTTL = time.Minute
+	MaxIntrospectionTTL     = 10 * time.Minute
 )
 
 var defaultAlgorithms = []string{"RS256", "ES256"}
@@ -122,6 +192,12 @@ func (c Config) Validate() error {
 	if d := c.Delegation; d != nil {
 		d.validate(add)
 	}
+	validateOAuth(c.OAuth, c.JWT, add)
+	if c.ResourceURL != "" {
+		if err := checkResourceURL(c.ResourceURL); err != nil {
+			add("auth.resource_url", "%v", err)
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -133,7 +209,7 @@ type addFunc = func(field, format string, args ...any)
 // configured.
 func (c Config) validateConfigured(add addFunc) {
 	if !c.Configured() {
-		add("auth", "no authentication method configured: add jwt, api_keys, trusted_proxy, delegation or (for local development) dev")
+		add("auth", "no authentication method configured: add jwt, oauth, api_keys, trusted_proxy, delegation or (for local development) dev")
 	}
 }
 
@@ -431,5 +507,167 @@ func (c Config) Configured() bool {
 // AuthenticatesPeople reports whether callers can prove who they are (JWT, API keys, a trusted
 // proxy), as opposed to dev mode's fixed principal and agentd's delegation tokens.
 func (c Config) AuthenticatesPeople() bool {
-	return len(c.JWT) > 0 || len(c.APIKeys) > 0 || c.Proxy != nil
+	return len(c.JWT) > 0 || len(c.OAuth) > 0 || len(c.APIKeys) > 0 || c.Proxy != nil
+}
+
+// validateOAuth checks each authorization server of auth.oauth, and that no issuer is
+// configured twice (here or under auth.jwt: a token's iss names the one method that verifies it).
+func validateOAuth(list []OAuthConfig, jwts []JWTConfig, add addFunc) {
+	issuers := map[string]int{}
+	for i, o := range list {
+		f := fmt.Sprintf("auth.oauth[%d]", i)
+		switch {
+		case o.Issuer == "":
+			add(f+".issuer", "required: the authorization server's issuer identifier (the iss of its tokens, e.g. https://login.example.com)")
+		case o.Issuer == DelegationIssuer:
+			add(f+".issuer", "%q is reserved for delegation tokens: configure auth.delegation instead", DelegationIssuer)
+		default:
+			if err := checkIssuerURL(o.Issuer); err != nil {
+				add(f+".issuer", "%v", err)
+			}
+			if prev, dup := issuers[o.Issuer]; dup {
+				add(f+".issuer", "%q is already configured at auth.oauth[%d]: list every audience and scope there", o.Issuer, prev)
+			} else {
+				issuers[o.Issuer] = i
+			}
+			for k, j := range jwts {
+				if j.Issuer == o.Issuer {
+					add(f+".issuer", "%q is also configured at auth.jwt[%d]: a token's issuer must name one method; keep it under auth.oauth (which discovers its keys) and remove it from auth.jwt", o.Issuer, k)
+				}
+			}
+		}
+		o.validate(f, add)
+	}
+}
+
+// validate checks one authorization server's fields other than issuer, named under f.
+func (o OAuthConfig) validate(f string, add addFunc) {
+	for k, a := range o.Audiences {
+		if strings.TrimSpace(a) == "" || strings.TrimSpace(a) != a {
+			add(fmt.Sprintf("%s.audiences[%d]", f, k), "empty or surrounded by whitespace: give the exact aud value")
+		}
+	}
+	seen := map[string]bool{}
+	for k, sc := range o.Scopes {
+		switch {
+		case !validScope(sc):
+			add(fmt.Sprintf("%s.scopes[%d]", f, k), "%q is not a scope (RFC 6749: printable ASCII without spaces, quotes or backslashes)", sc)
+		case seen[sc]:
+			add(fmt.Sprintf("%s.scopes[%d]", f, k), "%q is listed twice", sc)
+		}
+		seen[sc] = true
+	}
+	for k, a := range o.Algorithms {
+		af := fmt.Sprintf("%s.algorithms[%d]", f, k)
+		fam, ok := knownAlgorithms[a]
+		switch {
+		case strings.EqualFold(a, "none"):
+			add(af, "unsigned tokens (none) are never accepted: remove it")
+		case !ok:
+			add(af, "unknown algorithm %q: use one of RS256, RS384, RS512, PS256, PS384, PS512, ES256, ES384, ES512, EdDSA", a)
+		case fam == "HMAC":
+			add(af, "%s needs a secret shared with the authorization server, and keys from its JWKS are never used as HMAC secrets: use a public-key algorithm (RS256, ES256, …)", a)
+		}
+	}
+	if in := o.Introspection; in != nil {
+		if in.ClientID == "" {
+			add(f+".introspection.client_id", "required: the client id Lush authenticates to the introspection endpoint with (register a client for the resource server)")
+		}
+		if in.Endpoint != "" {
+			if err := checkJWKSURL(in.Endpoint); err != nil {
+				add(f+".introspection.endpoint", "%v", err)
+			}
+		}
+		if strings.TrimSpace(in.ClientSecretFile) == "" {
+			add(f+".introspection.client_secret_file", "required: a file holding the client's secret (the config never holds the secret itself)")
+		}
+		switch {
+		case in.CacheTTL < 0:
+			add(f+".introspection.cache_ttl", "must not be negative")
+		case in.CacheTTL > MaxIntrospectionTTL:
+			add(f+".introspection.cache_ttl", "%s is more than the maximum %s: a revoked token would be believed that long", in.CacheTTL, MaxIntrospectionTTL)
+		}
+	}
+	for _, c := range []struct{ field, name string }{
+		{".claims.subject", o.Claims.Subject}, {".claims.email", o.Claims.Email},
+		{".claims.groups", o.Claims.Groups}, {".claims.client_id", o.Claims.ClientID},
+		{".service_account.claim", o.ServiceAccount.Claim},
+	} {
+		if c.name != "" && strings.TrimSpace(c.name) != c.name {
+			add(f+c.field, "%q has surrounding whitespace", c.name)
+		}
+	}
+	switch o.PrincipalClaim {
+	case "", "sub", "email":
+	default:
+		add(f+".principal_claim", "%q: use sub (user:<subject>) or email (user:<email>); rename claims under claims.subject or claims.email", o.PrincipalClaim)
+	}
+	sa := o.ServiceAccount
+	switch {
+	case sa.Disabled && (sa.Claim != "" || sa.Value != ""):
+		add(f+".service_account", "disabled with claim or value: remove one")
+	case (sa.Claim == "") != (sa.Value == ""):
+		add(f+".service_account", "set claim and value together (e.g. claim: gty, value: client-credentials), or neither: by default a token whose subject is its client id is a service account")
+	}
+	switch {
+	case o.Leeway < 0:
+		add(f+".leeway", "must not be negative")
+	case o.Leeway > MaxLeeway:
+		add(f+".leeway", "%s is more than the maximum %s", o.Leeway, MaxLeeway)
+	}
+	for _, d := range []struct {
+		field string
+		v     time.Duration
+	}{{".metadata_refresh", o.MetadataRefresh}, {".jwks_refresh", o.JWKSRefresh}} {
+		switch {
+		case d.v < 0:
+			add(f+d.field, "must not be negative")
+		case d.v != 0 && d.v < time.Minute:
+			add(f+d.field, "%s is less than the minimum 1m0s", d.v)
+		}
+	}
+}
+
+// validScope reports whether s is an RFC 6749 scope token.
+func validScope(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c < 0x21 || c > 0x7e || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// checkIssuerURL checks an authorization server's issuer identifier (RFC 8414: https, no query
+// or fragment; plain http only on loopback).
+func checkIssuerURL(s string) error {
+	if err := checkJWKSURL(s); err != nil {
+		return err
+	}
+	u, _ := url.Parse(s)
+	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
+		return fmt.Errorf("%q: an issuer identifier has no query, fragment or user info", s)
+	}
+	return nil
+}
+
+// checkResourceURL checks auth.resource_url: an absolute http(s) URL without query, fragment or
+// trailing slash.
+func checkResourceURL(s string) error {
+	u, err := url.Parse(s)
+	switch {
+	case err != nil || u.Host == "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return fmt.Errorf("%q is not an absolute http(s) URL: give the server's public base URL, e.g. https://lush.example.com", s)
+	case u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+		return fmt.Errorf("%q: the base URL has no query, fragment or user info", s)
+	case strings.ContainsAny(s, "\"\\ <>"):
+		return fmt.Errorf("%q contains a quote, backslash, space or angle bracket: percent-encode it", s)
+	case strings.HasSuffix(s, "/"):
+		return fmt.Errorf("%q ends with /: write it without (%s)", s, strings.TrimRight(s, "/"))
+	}
+	return nil
 }

@@ -90,11 +90,12 @@ func (f *Failures) Report(ctx context.Context, source, endpoint string, err erro
 func failureLabels(e *Error) (reason, method, msg string) {
 	reason, method = reasonOther, methodUnknown
 	switch e.Code {
-	case CodeMissingCredentials, CodeInvalidRequest, CodeInvalidToken, CodeExpiredToken, CodeUnknownAPIKey, CodeUntrustedProxy, CodeForbiddenAgent:
+	case CodeMissingCredentials, CodeInvalidRequest, CodeInvalidToken, CodeExpiredToken, CodeUnknownAPIKey, CodeUntrustedProxy, CodeForbiddenAgent,
+		CodeInsufficientScope, CodeAuthServerUnavailable:
 		reason = e.Code
 	}
 	switch e.Method {
-	case MethodJWT, MethodAPIKey, MethodProxy, MethodDelegation, MethodEnvoyJWT, MethodSPIFFE: // the methods that can fail
+	case MethodJWT, MethodOAuth, MethodAPIKey, MethodProxy, MethodDelegation, MethodEnvoyJWT, MethodSPIFFE: // the methods that can fail
 		method = string(e.Method)
 	case "":
 		if e.Code == CodeMissingCredentials {

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/netip"
@@ -100,8 +101,19 @@ func (e *Error) tried(m Method) *Error {
 	return e
 }
 
-// Status is the HTTP status: 401 for all authentication failures.
-func (e *Error) Status() int { return http.StatusUnauthorized }
+// Status is the HTTP status: 403 for a valid token without the scopes required
+// (CodeInsufficientScope), 503 for a token whose authorization server cannot be reached to
+// check it (CodeAuthServerUnavailable: a new token would not help), 401 for all other
+// authentication failures.
+func (e *Error) Status() int {
+	switch e.Code {
+	case CodeInsufficientScope:
+		return http.StatusForbidden
+	case CodeAuthServerUnavailable:
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusUnauthorized
+}
 
 func fail(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
@@ -123,7 +135,15 @@ type Authenticator struct {
 	dev        *Caller
 	delegation *delegationVerifier
 
-	jwks *jwksFetcher // nil without jwks_url issuers
+	jwks *jwksFetcher // nil without jwks_url issuers and OAuth servers
+
+	oauth         []*oauthServer
+	oauthByIssuer map[string]*oauthServer
+	oauthClient   *http.Client // metadata and introspection requests
+	resourceURL   string       // auth.resource_url
+	bg            context.Context
+	stopBG        context.CancelFunc
+	goroutines    sync.WaitGroup // metadata refreshers, ended by Close
 
 	now func() time.Time
 
@@ -150,7 +170,11 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	a := &Authenticator{issuers: map[string]*issuer{}, now: time.Now}
+	a := &Authenticator{issuers: map[string]*issuer{}, oauthByIssuer: map[string]*oauthServer{}, now: time.Now, resourceURL: cfg.ResourceURL}
+	a.bg, a.stopBG = context.WithCancel(context.WithoutCancel(ctx))
+	if len(cfg.OAuth) > 0 && cfg.ResourceURL == "" {
+		return nil, errors.New("auth.resource_url: required with auth.oauth: set the server's public base URL (lushctl derives it from the listen address)")
+	}
 
 	for _, k := range cfg.APIKeys {
 		var d [sha256.Size]byte
@@ -191,6 +215,9 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 		}
 		a.issuers[j.Issuer] = is
 	}
+	if err := a.newOAuthServers(ctx, cfg.OAuth); err != nil {
+		return nil, err
+	}
 	ok = true
 	return a, nil
 }
@@ -199,6 +226,8 @@ func New(ctx context.Context, cfg Config) (*Authenticator, error) {
 // requests authenticated after Close use the keys last fetched.
 func (a *Authenticator) Close() error {
 	a.closeOnce.Do(func() {
+		a.stopBG()
+		a.goroutines.Wait()
 		if a.jwks != nil {
 			a.closeErr = a.jwks.close()
 		}
@@ -251,7 +280,7 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 		if err != nil {
 			return Caller{}, err
 		}
-		c, err := a.bearerToken(r.Context(), tok)
+		c, err := a.bearerToken(r.Context(), tok, a.ResourceURL(ResourcePath(r.URL.Path)))
 		return withSubjectToken(c, err, tok)
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
@@ -270,8 +299,49 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 	return Caller{}, fail(CodeMissingCredentials, "the request carries no credentials: %s", a.howToAuthenticate())
 }
 
+func (a *Authenticator) issuerList() string {
+	var out []string
+	for _, o := range a.oauth {
+		out = append(out, o.cfg.Issuer)
+	}
+	return strings.Join(out, " or ")
+}
+
+// introspects reports whether some authorization server introspects opaque tokens.
+func (a *Authenticator) introspects() bool {
+	return slices.ContainsFunc(a.oauth, func(o *oauthServer) bool { return o.cfg.Introspection != nil })
+}
+
+// oauthIssuerOf is the authorization server of auth.oauth a JWT's iss names, with its decoded
+// claims and payload; nil when it names none (or cannot be read: the JWT path says why).
+func (a *Authenticator) oauthIssuerOf(parts []string) (*oauthServer, claims, []byte) {
+	if len(a.oauth) == 0 {
+		return nil, nil, nil
+	}
+	payload, err := b64(parts[1])
+	if err != nil {
+		return nil, nil, nil
+	}
+	cl, err := decodeObject(payload)
+	if err != nil {
+		return nil, nil, nil
+	}
+	iss, _, err := cl.str("iss")
+	if err != nil {
+		return nil, nil, nil
+	}
+	o := a.oauthByIssuer[iss]
+	if o == nil {
+		return nil, nil, nil
+	}
+	return o, cl, payload
+}
+
 func (a *Authenticator) howToAuthenticate() string {
 	var ways []string
+	if len(a.oauth) > 0 {
+		ways = append(ways, "send \"Authorization: Bearer <token>\" with an OAuth access token for this resource from "+a.issuerList())
+	}
 	if len(a.issuers) > 0 {
 		ways = append(ways, "send \"Authorization: Bearer <token>\" with a JWT from a configured issuer")
 	}
@@ -310,11 +380,23 @@ func bearer(v string) (string, *Error) {
 	return tok, nil
 }
 
-// bearerToken routes a bearer token: delegation token, JWT, or API key.
-func (a *Authenticator) bearerToken(ctx context.Context, tok string) (Caller, *Error) {
+// bearerToken routes a bearer token: delegation token, JWT (of a configured issuer, or an OAuth
+// access token of a configured authorization server, by its iss), API key, or opaque OAuth
+// access token (introspected when no API key matches). resource is the URL of the protected
+// resource the request is for.
+func (a *Authenticator) bearerToken(ctx context.Context, tok, resource string) (Caller, *Error) {
 	parts, hdr, kind := sniff(tok)
 	switch kind {
 	case notJWT:
+		if a.introspects() {
+			if len(a.apiKeys) > 0 {
+				if c, err := a.lookUpKey(tok, "bearer token"); err == nil {
+					return c, nil
+				}
+			}
+			c, err := a.introspect(ctx, tok, resource)
+			return c, err.tried(MethodOAuth)
+		}
 		return a.apiKey(tok, "bearer token")
 	case encryptedJWT:
 		return Caller{}, fail(CodeInvalidToken, "encrypted tokens (JWE) are not supported: send a signed JWT").tried(MethodJWT)
@@ -326,8 +408,12 @@ func (a *Authenticator) bearerToken(ctx context.Context, tok string) (Caller, *E
 		c, err := a.delegation.verify(tok, parts, hdr, a.now())
 		return c, err.tried(MethodDelegation)
 	}
+	if o, cl, payload := a.oauthIssuerOf(parts); o != nil {
+		c, err := a.verifyOAuthJWT(ctx, o, tok, parts, hdr, cl, payload, resource)
+		return c, err.tried(MethodOAuth)
+	}
 	if len(a.issuers) == 0 {
-		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt").tried(MethodJWT)
+		return Caller{}, fail(CodeInvalidToken, "JWT bearer tokens are not accepted here: configure the issuer under auth.jwt or auth.oauth").tried(MethodJWT)
 	}
 	c, err := a.verifyJWT(ctx, tok, parts, hdr)
 	return c, err.tried(MethodJWT)

@@ -212,7 +212,7 @@ func (a *Authenticator) verifyJWT(ctx context.Context, tok string, parts []strin
 	}
 	is := a.issuers[iss]
 	if is == nil {
-		return Caller{}, fail(CodeInvalidToken, "issuer %s is not configured: add it under auth.jwt, or send a token from a configured issuer", shown(iss))
+		return Caller{}, fail(CodeInvalidToken, "issuer %s is not configured: add it under auth.jwt or auth.oauth, or send a token from a configured issuer", shown(iss))
 	}
 	switch {
 	case hdr.bad != "":
@@ -543,8 +543,9 @@ type jwksFetcher struct {
 	cache     *jwk.Cache
 	client    *http.Client
 	transport *http.Transport
-	errs      chan error // background fetch failures, read while New waits for a first fetch
+	errs      chan error // background fetch failures, read while register waits for a first fetch
 	closed    atomic.Bool
+	mu        sync.Mutex            // serialises register (New, and OAuth discovery in the background)
 	sets      map[string]*remoteSet // by URL
 }
 
@@ -581,10 +582,20 @@ func newJWKSFetcher(ctx context.Context) (*jwksFetcher, error) {
 }
 
 // register adds a JWKS URL to the cache and waits for its first fetch.
-func (f *jwksFetcher) register(ctx context.Context, u string, refresh time.Duration) (*remoteSet, error) {
+func (f *jwksFetcher) register(ctx context.Context, u string, refresh time.Duration) (rs *remoteSet, err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	if rs := f.sets[u]; rs != nil {
 		return rs, nil
 	}
+	if f.closed.Load() {
+		return nil, errors.New("the authenticator is closed")
+	}
+	defer func() {
+		if err != nil && f.cache.IsRegistered(context.WithoutCancel(ctx), u) {
+			f.cache.Unregister(context.WithoutCancel(ctx), u) // a later discovery registers it again
+		}
+	}()
 	for drained := false; !drained; {
 		select {
 		case <-f.errs:
@@ -613,7 +624,7 @@ func (f *jwksFetcher) register(ctx context.Context, u string, refresh time.Durat
 	case err := <-f.errs:
 		return nil, fmt.Errorf("fetch %s: %w", u, err)
 	}
-	rs := &remoteSet{url: u, res: res, f: f}
+	rs = &remoteSet{url: u, res: res, f: f}
 	f.sets[u] = rs
 	return rs, nil
 }

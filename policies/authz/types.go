@@ -96,6 +96,9 @@ func (r *RateLimit) value() ast.Value {
 type Principal struct {
 	ID     string   `json:"id"`
 	Groups []string `json:"groups"`
+	// Authentication is how the enforcement point authenticated the caller: oauth, jwt,
+	// apikey, delegation, proxy, dev, schedule, envoy_jwt or spiffe; absent when not told.
+	Authentication string `json:"authentication,omitempty"`
 }
 
 // Tool is the tool a call is about.
@@ -129,10 +132,14 @@ func (in Input) value() (ast.Value, error) {
 	for _, g := range in.Principal.Groups {
 		groups = append(groups, ast.StringTerm(g))
 	}
-	obj.Insert(ast.InternedTerm("principal"), ast.ObjectTerm(
+	principal := ast.NewObject(
 		ast.Item(ast.InternedTerm("id"), ast.StringTerm(in.Principal.ID)),
 		ast.Item(ast.InternedTerm("groups"), ast.ArrayTerm(groups...)),
-	))
+	)
+	if in.Principal.Authentication != "" {
+		principal.Insert(ast.InternedTerm("authentication"), ast.StringTerm(in.Principal.Authentication))
+	}
+	obj.Insert(ast.InternedTerm("principal"), ast.NewTerm(principal))
 	if in.Agent != "" {
 		obj.Insert(ast.InternedTerm("agent"), ast.StringTerm(in.Agent))
 	}

@@ -117,11 +117,11 @@ func (p *Policy) writeFailed(ctx context.Context, msg string, args ...any) {
 func (e *Enforcer) Policy() *Policy { return e.policy }
 
 // PrincipalOf is the input.principal of a call by caller: its id and groups (an empty list,
-// never null, when it has none).
+// never null, when it has none), and how it authenticated.
 func PrincipalOf(caller identity.Caller) authz.Principal {
 	groups := caller.Groups
 	if groups == nil {
 		groups = []string{}
 	}
-	return authz.Principal{ID: caller.ID, Groups: groups}
+	return authz.Principal{ID: caller.ID, Groups: groups, Authentication: string(caller.Method)}
 }

@@ -6,9 +6,12 @@
 // also decide here.
 //
 // A request the gate does not let in is answered by it: 401 without valid credentials (counted
-// and logged, rate-limited, by Gate.Failures), 403 with the decision id and the policy's reasons, 404 when the policy says the thing asked for
-// does not exist (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be
-// logged (fail closed). Answers are JSON:
+// and logged, rate-limited, by Gate.Failures; 403 for an OAuth token without the scopes
+// required, 503 for one whose authorization server cannot be reached; with auth.oauth, the
+// WWW-Authenticate challenge names the resource's metadata), 403 with the decision id and the
+// policy's reasons, 404 when the policy says the thing asked for does not exist
+// (Gate.NotFound), 503 when the policy cannot decide or the decision cannot be logged (fail
+// closed). Answers are JSON:
 //
 //	{"error": {"code": "forbidden", "message": "…", "decision_id": "…", "reasons": [...]}}
 //
@@ -43,6 +46,18 @@ type Authenticator interface {
 	Authenticate(r *http.Request) (identity.Caller, error)
 }
 
+// ProtectedResource is an Authenticator that makes the server an OAuth protected resource
+// (*identity.Authenticator implements it): its refusals carry an RFC 6750 / RFC 9728 challenge,
+// and it describes each resource (RFC 9728 metadata).
+type ProtectedResource interface {
+	// Challenge is the WWW-Authenticate value of a refusal of r with err; false when the
+	// server accepts no OAuth access tokens.
+	Challenge(r *http.Request, err error) (string, bool)
+	// Metadata is the metadata of the resource at path (identity.ResourcePath); false when the
+	// server accepts no OAuth access tokens.
+	Metadata(path string) (identity.ResourceMetadata, bool)
+}
+
 // Gate authenticates and decides API requests. It is safe for concurrent use.
 type Gate struct {
 	Auth Authenticator
@@ -64,7 +79,7 @@ type Gate struct {
 // A Refusal is a request the gate does not let in.
 type Refusal struct {
 	Status  int    // the HTTP status
-	Code    string // unauthenticated, forbidden, not_found, approval_required or policy_error
+	Code    string // unauthenticated, forbidden, not_found, approval_required, policy_error, or an identity code (insufficient_scope, auth_server_unavailable)
 	Message string // what is wrong, for the caller
 	// Err is the authentication error of a request refused before any decision (401, or 403
 	// for a delegation token of another agent): an *identity.Error, whose text is safe to show.
@@ -108,11 +123,53 @@ func (g *Gate) authenticate(w http.ResponseWriter, r *http.Request) (identity.Ca
 	caller, err := g.Auth.Authenticate(r)
 	if err != nil {
 		g.Failures.Report(r.Context(), r.RemoteAddr, endpoint(r), err)
-		w.Header().Set("WWW-Authenticate", `Bearer realm="lush"`)
-		g.refuse(w, Refusal{Status: http.StatusUnauthorized, Code: "unauthenticated", Message: message(err), Err: err})
+		challenge := `Bearer realm="lush"`
+		if pr, ok := g.Auth.(ProtectedResource); ok {
+			if c, ok := pr.Challenge(r, err); ok {
+				challenge = c
+			}
+		}
+		w.Header().Set("WWW-Authenticate", challenge)
+		status, code := http.StatusUnauthorized, "unauthenticated"
+		var ie *identity.Error
+		if errors.As(err, &ie) && ie.Status() != http.StatusUnauthorized {
+			// 403: a valid token without the scopes required (the client may ask for them); 503:
+			// the token's authorization server cannot be reached to check it.
+			status, code = ie.Status(), ie.Code
+		}
+		g.refuse(w, Refusal{Status: status, Code: code, Message: message(err), Err: err})
 		return caller, false
 	}
 	return caller, true
+}
+
+// ResourceMetadata serves RFC 9728 protected resource metadata at
+// /.well-known/oauth-protected-resource (the server itself) and
+// /.well-known/oauth-protected-resource/<resource path> (an agent's MCP endpoint), to anyone:
+// clients read it before they have a token. exists says whether this process serves the
+// resource at a path (identity.ResourcePath: an agent of the deployed build); any other path,
+// or a server that accepts no OAuth access tokens, is 404.
+func (g *Gate) ResourceMetadata(exists func(path string) bool) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		pr, ok := g.Auth.(ProtectedResource)
+		path, found := strings.CutPrefix(r.URL.Path, identity.MetadataPath)
+		if !ok || !found || (path != "" && identity.ResourcePath(path) != path) || !exists(path) {
+			WriteError(w, http.StatusNotFound, "not_found", "no protected resource here")
+			return
+		}
+		md, ok := pr.Metadata(path)
+		if !ok {
+			WriteError(w, http.StatusNotFound, "not_found", "this server accepts no OAuth access tokens (configure auth.oauth)")
+			return
+		}
+		h := w.Header()
+		h.Set("Content-Type", "application/json")
+		h.Set("Cache-Control", "max-age=300")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Access-Control-Allow-Origin", "*") // browser-based MCP clients read it across origins
+		w.WriteHeader(http.StatusOK)
+		json.NewEncoder(w).Encode(md)
+	})
 }
 
 // maxEndpoint bounds the path a failure report names when the request matched no route pattern.

@@ -344,3 +344,85 @@ func TestRefusalOfAnUnrecordedDecision(t *testing.T) {
 		t.Errorf("answer %d %s, want 503 whose message ends %q, with recorded: false", rec.Code, rec.Body, want)
 	}
 }
+
+// resource is an OAuth protected resource's authenticator: X-Test-Scope "none" is a valid token
+// without the scopes required.
+type resource struct{}
+
+func (resource) Authenticate(r *http.Request) (identity.Caller, error) {
+	if r.Header.Get("X-Test-Scope") == "none" {
+		return identity.Caller{}, &identity.Error{Code: identity.CodeInsufficientScope, Method: identity.MethodOAuth, Message: "ask for scope mcp:tools"}
+	}
+	return callers{}.Authenticate(r)
+}
+
+func (resource) Challenge(r *http.Request, err error) (string, bool) {
+	return "Bearer challenge-for " + r.URL.Path + " " + err.Error(), true
+}
+
+func (resource) Metadata(path string) (identity.ResourceMetadata, bool) {
+	return identity.ResourceMetadata{Resource: "https://lush.example.com" + path, AuthorizationServers: []string{"https://login.example.com"},
+		BearerMethodsSupported: []string{"header"}}, true
+}
+
+func TestProtectedResource(t *testing.T) {
+	m := telemetry.NewMetrics()
+	g := &policyhttp.Gate{Auth: resource{}, Failures: identity.NewFailures(m, nil)}
+	h := g.Authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	for _, tt := range []struct {
+		name, scope string
+		status      int
+		challenge   string
+	}{
+		{"no token: 401 with the resource's challenge", "", http.StatusUnauthorized, "Bearer challenge-for /agents/a/mcp missing_credentials: send a token"},
+		{"insufficient scope: 403 with the challenge", "none", http.StatusForbidden, "Bearer challenge-for /agents/a/mcp insufficient_scope: ask for scope mcp:tools"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := httptest.NewRequest(http.MethodPost, "/agents/a/mcp", nil)
+			if tt.scope != "" {
+				r.Header.Set("X-Test-Scope", tt.scope)
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, r)
+			if w.Code != tt.status || w.Header().Get("WWW-Authenticate") != tt.challenge {
+				t.Fatalf("%d %q, want %d %q", w.Code, w.Header().Get("WWW-Authenticate"), tt.status, tt.challenge)
+			}
+		})
+	}
+	mw := httptest.NewRecorder()
+	m.Handler().ServeHTTP(mw, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if want := `lush_authentication_failures_total{method="oauth",reason="insufficient_scope"} 1`; !strings.Contains(mw.Body.String(), want) {
+		t.Errorf("metrics do not count the refusal as %s", want)
+	}
+
+	meta := g.ResourceMetadata(func(path string) bool { return path == "" || path == "/agents/a/mcp" })
+	for _, tt := range []struct {
+		path   string
+		status int
+		want   string
+	}{
+		{"/.well-known/oauth-protected-resource/agents/a/mcp", 200, `"resource":"https://lush.example.com/agents/a/mcp"`},
+		{"/.well-known/oauth-protected-resource", 200, `"resource":"https://lush.example.com"`},
+		{"/.well-known/oauth-protected-resource/agents/b/mcp", 404, "no protected resource"},
+		{"/.well-known/oauth-protected-resource/agents/a/sse", 404, "no protected resource"},
+		{"/.well-known/oauth-protected-resource/approvals", 404, "no protected resource"},
+	} {
+		w := httptest.NewRecorder()
+		meta.ServeHTTP(w, httptest.NewRequest(http.MethodGet, tt.path, nil))
+		if w.Code != tt.status || !strings.Contains(w.Body.String(), tt.want) {
+			t.Errorf("%s: %d %s", tt.path, w.Code, w.Body.String())
+		}
+	}
+	// Without OAuth (an authenticator that is no protected resource): the old challenge, no metadata.
+	plain := &policyhttp.Gate{Auth: callers{}}
+	w := httptest.NewRecorder()
+	plain.Authenticated(h).ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/agents/a/mcp", nil))
+	if w.Code != 401 || w.Header().Get("WWW-Authenticate") != `Bearer realm="lush"` {
+		t.Errorf("without OAuth: %d %q", w.Code, w.Header().Get("WWW-Authenticate"))
+	}
+	w = httptest.NewRecorder()
+	plain.ResourceMetadata(func(string) bool { return true }).ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/.well-known/oauth-protected-resource", nil))
+	if w.Code != 404 {
+		t.Errorf("metadata without OAuth: %d", w.Code)
+	}
+}

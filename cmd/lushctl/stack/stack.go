@@ -28,6 +28,8 @@
 //	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
+//	/.well-known/oauth-protected-resource[/<endpoint>]  RFC 9728 metadata of the server and of
+//	                             each agent's MCP endpoints, with auth.oauth (policyhttp)
 //
 // agentd reaches tools only through the gateway's URL, over HTTP, even in the same process: the
 // path a tool call takes is the same whether the two run together or apart.
@@ -44,6 +46,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -110,6 +113,7 @@ type Stack struct {
 	auth      *identity.Authenticator
 	failures  *identity.Failures // failed authentications, at every gate of the process
 	served    chan error
+	deployedM atomic.Pointer[manifest.Manifest] // the build deployed last, for the protected resource metadata
 }
 
 // Start opens the decision log, listens, builds the parts, and serves. No build is deployed
@@ -138,13 +142,16 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			return nil, err
 		}
 	}
-	if err := s.open(ctx, cfg, gcfg); err != nil {
-		return nil, err
-	}
 	if s.ln, err = net.Listen("tcp", gcfg.Listen); err != nil {
 		return nil, fmt.Errorf("listen on %s: %w", gcfg.Listen, err)
 	}
 	self := "http://" + loopback(s.ln.Addr().(*net.TCPAddr))
+	if gcfg.Auth.ResourceURL == "" {
+		gcfg.Auth.ResourceURL = self // the protected resources' identifiers, when clients reach the server at its listen address
+	}
+	if err := s.open(ctx, cfg, gcfg); err != nil {
+		return nil, err
+	}
 	if cfg.Agents != nil && gcfg.Agents.URL == "" {
 		gcfg.Agents.URL = self // lush:// calls go to agentd in this process
 	}
@@ -190,6 +197,9 @@ func (s *Stack) open(ctx context.Context, cfg Config, gcfg gateway.Config) (err 
 	if s.auth, err = identity.New(ctx, gcfg.Auth); err != nil {
 		return &ConfigError{err}
 	}
+	for _, p := range s.auth.OAuthProblems() {
+		cfg.Logger.WarnContext(ctx, "authorization server unreachable", "error", p)
+	}
 	// One budget ledger for the process: calls decided at any of its enforcement points cannot
 	// overspend together, and a top-up through the budgets API is seen by all of them at once.
 	s.Policy = enforce.NewPolicy(enforce.Config{Environment: gcfg.Environment, Instance: cfg.Instance, Version: cfg.Version,
@@ -219,6 +229,7 @@ func delegation(gcfg *gateway.Config, key ed25519.PrivateKey) (*identity.Signer,
 // deployed tells the parts that serve a build's agents and loops of a build the gateway
 // deployed; its policy engine is already the Policy's.
 func (s *Stack) deployed(m *manifest.Manifest, hash string) {
+	s.deployedM.Store(m)
 	if s.Agents != nil {
 		s.Agents.Deploy(m, hash)
 	}
@@ -266,6 +277,11 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	}
 	mux.Handle("/budgets", budgets.Handler())
 	mux.Handle("/budgets/", budgets.Handler())
+	// RFC 9728 metadata of the server and of each agent's MCP endpoints (the gateway's and
+	// agentd's), for OAuth clients (auth.oauth).
+	metadata := (&policyhttp.Gate{Auth: s.auth}).ResourceMetadata(s.servesResource)
+	mux.Handle("GET "+identity.MetadataPath, metadata)
+	mux.Handle("GET "+identity.MetadataPath+"/", metadata)
 	if cfg.Audit {
 		// The audit API logs its own decisions in the log it serves.
 		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth,
@@ -279,6 +295,25 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 		mux.Handle("/ui/", ah)
 	}
 	return mux, nil
+}
+
+// servesResource reports whether the process serves the protected resource at path
+// (identity.ResourcePath): the server itself, or the MCP endpoint of an agent of the deployed
+// build.
+func (s *Stack) servesResource(path string) bool {
+	if path == "" {
+		return true
+	}
+	agent, _, ok := identity.ResourceAgent(path)
+	if !ok {
+		return false
+	}
+	m := s.deployedM.Load()
+	if m == nil {
+		return false
+	}
+	_, found := m.Agent(agent)
+	return found
 }
 
 // loopback is the address this process calls itself at: a wildcard listen address is reached

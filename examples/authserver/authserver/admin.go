@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -155,36 +156,9 @@ func (s *Server) AuthorizationCodeToken(ctx context.Context, c Client, user, res
 	if resource != "" {
 		opts = append(opts, oauth2.SetAuthURLParam("resource", resource))
 	}
-	jar, err := cookiejar.New(nil)
-	if err != nil {
-		return nil, err
-	}
-	// The browser: follow Hydra's and the login app's redirects, stop at the client's redirect URI.
-	browser := &http.Client{
-		Jar:     jar,
-		Timeout: s.admin.Timeout,
-		CheckRedirect: func(req *http.Request, via []*http.Request) error {
-			if len(via) > 20 {
-				return errors.New("more than 20 redirects")
-			}
-			if strings.HasPrefix(req.URL.String(), conf.RedirectURL) {
-				return http.ErrUseLastResponse
-			}
-			return nil
-		},
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, conf.AuthCodeURL(state, opts...), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := browser.Do(req)
+	loc, err := s.browse(ctx, conf.AuthCodeURL(state, opts...), conf.RedirectURL)
 	if err != nil {
 		return nil, fmt.Errorf("authorization code for %q: %w", c.ID, err)
-	}
-	resp.Body.Close()
-	loc, err := resp.Location()
-	if err != nil || !strings.HasPrefix(loc.String(), conf.RedirectURL) {
-		return nil, fmt.Errorf("authorization code for %q: the flow did not come back to the redirect URI (status %s)", c.ID, resp.Status)
 	}
 	q := loc.Query()
 	if e := q.Get("error"); e != "" {
@@ -206,6 +180,67 @@ func (s *Server) AuthorizationCodeToken(ctx context.Context, c Client, user, res
 		return nil, fmt.Errorf("authorization code for %q: exchange the code: %w", c.ID, oauthError(err))
 	}
 	return tok, nil
+}
+
+// Browse plays the browser of a person who opens authURL (an authorization request a client
+// built): it follows every redirect with a cookie jar of its own, through Hydra, the login and
+// consent app, and on to the client's redirect URI, which it requests too (so a client's loopback
+// callback receives the code or the error). It returns the URL of the last page and its status.
+// Who logs in is the request's login_hint, else the next user.
+func (s *Server) Browse(ctx context.Context, authURL string) (*url.URL, int, error) {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, 0, err
+	}
+	browser := &http.Client{Jar: jar, Timeout: s.admin.Timeout}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, 0, fmt.Errorf("browse: %w", err)
+	}
+	resp, err := browser.Do(req)
+	if err != nil {
+		return nil, 0, fmt.Errorf("browse: %w", err)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
+	resp.Body.Close()
+	return resp.Request.URL, resp.StatusCode, nil
+}
+
+// browse follows redirects from authURL until one to redirectURI, and returns that redirect's
+// location (not requested).
+func (s *Server) browse(ctx context.Context, authURL, redirectURI string) (*url.URL, error) {
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		return nil, err
+	}
+	browser := &http.Client{
+		Jar:     jar,
+		Timeout: s.admin.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) > 20 {
+				return errors.New("more than 20 redirects")
+			}
+			if strings.HasPrefix(req.URL.String(), redirectURI) {
+				return http.ErrUseLastResponse
+			}
+			return nil
+		},
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, authURL, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := browser.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	resp.Body.Close()
+	loc, err := resp.Location()
+	if err != nil || !strings.HasPrefix(loc.String(), redirectURI) {
+		return nil, fmt.Errorf("the flow did not come back to the redirect URI: %s at %s: %s", resp.Status, resp.Request.URL.Path, strings.TrimSpace(string(body)))
+	}
+	return loc, nil
 }
 
 // RefreshToken refreshes a token of client c (resource "" for none).

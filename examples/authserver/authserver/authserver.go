@@ -57,6 +57,14 @@
 // so a chain user ← agent ← agent nests. It refuses an invalid or expired subject token, an actor
 // token no trusted key signed, an unknown client or wrong secret, and an audience that is not
 // allowed.
+//
+// # Helpers
+//
+// CreateClient, DeleteClient and RevokeConsent drive Hydra's admin API. ClientCredentialsToken,
+// AuthorizationCodeToken (the whole code + PKCE flow without a browser) and RefreshToken get
+// tokens as a client would; Browse plays the browser of a person who opens an authorization URL a
+// client built, on to the client's own callback. AllowResources adds allowed resources once
+// their URLs are known. Close stops everything, Hydra's process group included.
 package authserver
 
 import (
@@ -69,8 +77,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -96,7 +104,7 @@ type Config struct {
 	DefaultUser string
 	// AllowedResources are the resource URLs (audiences) clients may ask tokens for: dynamically
 	// registered clients are allowed all of them, and the exchange server issues tokens only for
-	// them.
+	// them. Server.AllowResources adds more later.
 	AllowedResources []string
 	// Scopes are the scopes clients may ask for besides openid, offline_access, email and
 	// profile: dynamically registered clients that name no scope get them all.
@@ -140,9 +148,10 @@ type Server struct {
 	loginURL string
 	exch     *exchangeServer
 
-	users    map[string]User
-	mu       sync.Mutex
-	nextUser string
+	users     map[string]User
+	resources *resourceList
+	mu        sync.Mutex
+	nextUser  string
 
 	admin *http.Client // Hydra's admin API and token requests (loopback)
 
@@ -161,6 +170,12 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	// Hydra runs in a directory of its own: a relative path would be resolved there.
+	abs, err := filepath.Abs(cfg.HydraPath)
+	if err != nil {
+		return nil, fmt.Errorf("authserver: HydraPath: %w", err)
+	}
+	cfg.HydraPath = abs
 	if cfg.AccessTokenTTL == 0 {
 		cfg.AccessTokenTTL = time.Hour
 	}
@@ -172,11 +187,13 @@ func Start(ctx context.Context, cfg Config) (*Server, error) {
 		logs = io.Discard
 	}
 	s := &Server{
-		cfg:    cfg,
-		logger: slog.New(slog.NewTextHandler(logs, nil)),
-		users:  map[string]User{},
-		admin:  &http.Client{Timeout: 30 * time.Second},
+		cfg:       cfg,
+		logger:    slog.New(slog.NewTextHandler(logs, nil)),
+		users:     map[string]User{},
+		resources: &resourceList{},
+		admin:     &http.Client{Timeout: 30 * time.Second},
 	}
+	s.resources.add(cfg.AllowedResources...)
 	for _, u := range cfg.Users {
 		s.users[u.Subject] = u
 	}
@@ -232,7 +249,7 @@ func (s *Server) start(ctx context.Context) error {
 
 	exch, err := startExchange(ctx, exchangeOptions{
 		cfg:         s.cfg.Exchange,
-		allowed:     s.cfg.AllowedResources,
+		allowed:     s.resources,
 		ttl:         s.cfg.AccessTokenTTL,
 		hydraIssuer: s.frontURL,
 		hydraJWKS:   s.hydra.publicURL + "/.well-known/jwks.json",
@@ -374,9 +391,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("authserver: DefaultUser %q is not one of Users", c.DefaultUser)
 	}
 	for i, r := range c.AllowedResources {
-		u, err := url.Parse(r)
-		if err != nil || u.Scheme == "" || u.Host == "" || u.Fragment != "" {
-			return fmt.Errorf("authserver: AllowedResources[%d] %q is not an absolute URL without a fragment (RFC 8707)", i, r)
+		if err := checkResource(r); err != nil {
+			return fmt.Errorf("authserver: AllowedResources[%d]: %w", i, err)
 		}
 	}
 	for i, sc := range c.Scopes {

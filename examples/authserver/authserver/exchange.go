@@ -32,7 +32,7 @@ import (
 
 type exchangeOptions struct {
 	cfg         ExchangeConfig
-	allowed     []string
+	allowed     *resourceList
 	ttl         time.Duration
 	hydraIssuer string
 	hydraJWKS   string // Hydra's own public port (not through the front)
@@ -251,7 +251,7 @@ func (s *exchangeStorage) ValidateTokenExchangeRequest(_ context.Context, req op
 		return oidc.ErrInvalidTarget().WithDescription("audience or resource: name the resource the token is for")
 	}
 	for _, a := range aud {
-		if !slices.Contains(s.opts.allowed, a) {
+		if !s.opts.allowed.contains(a) {
 			return oidc.ErrInvalidTarget().WithDescription("audience %q is not an allowed resource", a)
 		}
 	}

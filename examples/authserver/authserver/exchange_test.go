@@ -81,13 +81,17 @@ func (k actorKey) sign(t *testing.T, claims map[string]any) string {
 }
 
 func exchange(ctx context.Context, srv *authserver.Server, id, secret, subject, actor string, resource []string) (*oidc.TokenExchangeResponse, error) {
-	te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, srv.ExchangeIssuer(), id, secret)
-	if err != nil {
-		return nil, err
-	}
 	actorType := oidc.TokenType("")
 	if actor != "" {
 		actorType = oidc.JWTTokenType
+	}
+	return exchangeTyped(ctx, srv, id, secret, subject, actor, actorType, resource)
+}
+
+func exchangeTyped(ctx context.Context, srv *authserver.Server, id, secret, subject, actor string, actorType oidc.TokenType, resource []string) (*oidc.TokenExchangeResponse, error) {
+	te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, srv.ExchangeIssuer(), id, secret)
+	if err != nil {
+		return nil, err
 	}
 	return tokenexchange.ExchangeToken(ctx, te, subject, oidc.AccessTokenType, actor, actorType, resource, nil, nil, oidc.AccessTokenType)
 }
@@ -142,6 +146,37 @@ func TestTokenExchange(t *testing.T) {
 		t.Errorf("claims without an actor = %v", c)
 	}
 
+	// The audience parameter works as resource does.
+	te, err := tokenexchange.NewTokenExchangerClientCredentials(ctx, srv.ExchangeIssuer(), "gateway", exchangeSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byAudience, err := tokenexchange.ExchangeToken(ctx, te, user.AccessToken, oidc.AccessTokenType, "", "", nil, []string{upstreamResource}, nil, "")
+	if err != nil {
+		t.Fatalf("exchange with audience: %v", err)
+	}
+	if c := claims(t, srv.ExchangeJWKSURL(), srv.ExchangeIssuer(), byAudience.AccessToken); !equal(audience(c), []string{upstreamResource}) {
+		t.Errorf("aud = %v, want [%s]", audience(c), upstreamResource)
+	}
+
+	// A resource allowed after the start.
+	const late = "https://late.example.com/mcp"
+	if _, err := exchange(ctx, srv, "gateway", exchangeSecret, user.AccessToken, "", []string{late}); err == nil || !strings.Contains(err.Error(), "invalid_target") {
+		t.Errorf("exchange for a resource not allowed yet: %v, want invalid_target", err)
+	}
+	if err := srv.AllowResources(late); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.AllowResources("not a url"); err == nil {
+		t.Error("AllowResources(not a url): no error")
+	}
+	if resp, err := exchange(ctx, srv, "gateway", exchangeSecret, user.AccessToken, "", []string{late}); err != nil {
+		t.Errorf("exchange for a resource allowed later: %v", err)
+	} else if c := claims(t, srv.ExchangeJWKSURL(), srv.ExchangeIssuer(), resp.AccessToken); !equal(audience(c), []string{late}) {
+		t.Errorf("aud = %v, want [%s]", audience(c), late)
+	}
+
+	exchanged := resp.AccessToken // issued by the exchange server itself: neither a subject nor an actor
 	forger := newActorKey(t, "hydra")
 	forged := forger.sign(t, map[string]any{"iss": srv.Issuer(), "sub": "alice", "jti": "x"})
 	unsigned := strings.Join(strings.Split(user.AccessToken, ".")[:2], ".") + "."
@@ -150,23 +185,30 @@ func TestTokenExchange(t *testing.T) {
 		name, id, secret, subject, actor string
 		resource                         []string
 		want                             string
+		actorType                        oidc.TokenType
 	}{
-		{"forged subject token", "gateway", exchangeSecret, forged, actor, []string{upstreamResource}, "subject_token is invalid"},
-		{"unsigned subject token", "gateway", exchangeSecret, unsigned, actor, []string{upstreamResource}, "subject_token is invalid"},
-		{"alg none subject token", "gateway", exchangeSecret, noneHeader, actor, []string{upstreamResource}, "subject_token is invalid"},
-		{"an actor token as subject", "gateway", exchangeSecret, actor, "", []string{upstreamResource}, "subject_token is invalid"},
-		{"untrusted actor", "gateway", exchangeSecret, user.AccessToken, stranger.sign(t, map[string]any{"sub": "agent:writer"}), []string{upstreamResource}, "actor_token is invalid"},
-		{"expired actor", "gateway", exchangeSecret, user.AccessToken, agentd.sign(t, map[string]any{"sub": "agent:writer", "exp": time.Now().Add(-time.Hour).Unix()}), []string{upstreamResource}, "actor_token is invalid"},
-		{"unknown client", "nobody", exchangeSecret, user.AccessToken, actor, []string{upstreamResource}, "invalid_client"},
-		{"wrong secret", "gateway", "wrong-secret", user.AccessToken, actor, []string{upstreamResource}, "invalid_client"},
-		{"audience not allowed", "gateway", exchangeSecret, user.AccessToken, actor, []string{"https://evil.example.com/mcp"}, "invalid_target"},
-		{"no audience", "gateway", exchangeSecret, user.AccessToken, actor, nil, "invalid_target"},
+		{"the exchange server's token as subject", "gateway", exchangeSecret, exchanged, actor, []string{upstreamResource}, "not an access token of", ""},
+		{"the exchange server's token as actor", "gateway", exchangeSecret, user.AccessToken, exchanged, []string{upstreamResource}, "actor_token: not signed by a trusted key", oidc.AccessTokenType},
+		{"forged subject token", "gateway", exchangeSecret, forged, actor, []string{upstreamResource}, "subject_token is invalid", ""},
+		{"unsigned subject token", "gateway", exchangeSecret, unsigned, actor, []string{upstreamResource}, "subject_token is invalid", ""},
+		{"alg none subject token", "gateway", exchangeSecret, noneHeader, actor, []string{upstreamResource}, "subject_token is invalid", ""},
+		{"an actor token as subject", "gateway", exchangeSecret, actor, "", []string{upstreamResource}, "subject_token is invalid", ""},
+		{"untrusted actor", "gateway", exchangeSecret, user.AccessToken, stranger.sign(t, map[string]any{"sub": "agent:writer"}), []string{upstreamResource}, "actor_token is invalid", ""},
+		{"expired actor", "gateway", exchangeSecret, user.AccessToken, agentd.sign(t, map[string]any{"sub": "agent:writer", "exp": time.Now().Add(-time.Hour).Unix()}), []string{upstreamResource}, "actor_token is invalid", ""},
+		{"unknown client", "nobody", exchangeSecret, user.AccessToken, actor, []string{upstreamResource}, "invalid_client", ""},
+		{"wrong secret", "gateway", "wrong-secret", user.AccessToken, actor, []string{upstreamResource}, "invalid_client", ""},
+		{"audience not allowed", "gateway", exchangeSecret, user.AccessToken, actor, []string{"https://evil.example.com/mcp"}, "invalid_target", ""},
+		{"no audience", "gateway", exchangeSecret, user.AccessToken, actor, nil, "invalid_target", ""},
 	}
 	for _, tc := range refusals {
 		t.Run(tc.name, func(t *testing.T) {
-			resp, err := exchange(ctx, srv, tc.id, tc.secret, tc.subject, tc.actor, tc.resource)
+			actorType := tc.actorType
+			if actorType == "" && tc.actor != "" {
+				actorType = oidc.JWTTokenType
+			}
+			resp, err := exchangeTyped(ctx, srv, tc.id, tc.secret, tc.subject, tc.actor, actorType, tc.resource)
 			if err == nil {
-				t.Fatalf("exchanged: %+v", resp)
+				t.Fatalf("a %s was issued, want a refusal", resp.IssuedTokenType)
 			}
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want %q", err, tc.want)

@@ -102,7 +102,7 @@ func (s *Server) registrationAudience(r *http.Request) error {
 	if err := json.Unmarshal(body, &meta); err != nil {
 		return fmt.Errorf("registration body: not a JSON object: %w", err)
 	}
-	aud, err := json.Marshal(nonNil(s.cfg.AllowedResources))
+	aud, err := json.Marshal(nonNil(s.resources.list()))
 	if err != nil {
 		return err
 	}

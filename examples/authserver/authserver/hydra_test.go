@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -12,6 +14,7 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jwt"
+	"golang.org/x/oauth2"
 
 	"github.com/lush-agents/lush/examples/authserver/authserver"
 	"github.com/lush-agents/lush/test/authtest"
@@ -238,5 +241,115 @@ func getJSON(t *testing.T, u string, out any) {
 	}
 	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		t.Fatalf("GET %s: %v", u, err)
+	}
+}
+
+func TestOpaqueTokenIntrospection(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource))
+	ctx := context.Background()
+	if err := srv.CreateClient(ctx, authserver.Client{ID: "opaque", Secret: "opaque-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Audience: []string{notesResource}, AccessTokenStrategy: "opaque"}); err != nil {
+		t.Fatal(err)
+	}
+	tok, err := srv.ClientCredentialsToken(ctx, "opaque", "opaque-secret-0123456789", []string{notesResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(tok.AccessToken, ".") == 2 {
+		t.Fatalf("the opaque client got a JWT")
+	}
+	introspect := func(token string) map[string]any {
+		resp, err := http.PostForm(srv.IntrospectionURL(), url.Values{"token": {token}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	got := introspect(tok.AccessToken)
+	if got["active"] != true || got["client_id"] != "opaque" {
+		t.Errorf("introspection = %v, want active, client_id opaque", got)
+	}
+	if aud, _ := got["aud"].([]any); len(aud) != 1 || aud[0] != notesResource {
+		t.Errorf("aud = %v, want [%s]", got["aud"], notesResource)
+	}
+	if got := introspect("not-a-token"); got["active"] != false {
+		t.Errorf("introspection of garbage = %v, want inactive", got)
+	}
+}
+
+// A client with a loopback callback (as lushctl auth login has): Browse plays the person's browser
+// and the callback gets the code.
+func TestBrowseToALoopbackCallback(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource))
+	ctx := context.Background()
+	codes := make(chan url.Values, 1)
+	callback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		codes <- r.URL.Query()
+		_, _ = io.WriteString(w, "you may close this window")
+	}))
+	t.Cleanup(callback.Close)
+	app := authserver.Client{ID: "cli", RedirectURIs: []string{callback.URL + "/callback"}, TokenEndpointAuthMethod: "none",
+		Scopes: []string{"openid", "offline_access"}, Audience: []string{notesResource}}
+	if err := srv.CreateClient(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	conf := srv.OAuth2Config(app, "openid", "offline_access")
+	verifier := oauth2.GenerateVerifier()
+	authURL := conf.AuthCodeURL("state-number-1", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", "bob"),
+		oauth2.SetAuthURLParam("resource", notesResource))
+	final, status, err := srv.Browse(ctx, authURL)
+	if err != nil || status != http.StatusOK || final.Path != "/callback" {
+		t.Fatalf("Browse = %v, %d, %v; want the callback, 200", final, status, err)
+	}
+	q := <-codes
+	if q.Get("state") != "state-number-1" || q.Get("code") == "" {
+		t.Fatalf("callback query has state %q and a code: %v", q.Get("state"), q.Get("code") != "")
+	}
+	tok, err := conf.Exchange(ctx, q.Get("code"), oauth2.VerifierOption(verifier), oauth2.SetAuthURLParam("resource", notesResource))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken); c["sub"] != "bob" || !slices.Equal(audience(c), []string{notesResource}) {
+		t.Errorf("claims = %v", c)
+	}
+	if tok.RefreshToken == "" {
+		t.Error("no refresh token")
+	}
+
+	// Carol never consents: the callback gets access_denied.
+	authURL = conf.AuthCodeURL("state-number-2", oauth2.S256ChallengeOption(verifier), oauth2.SetAuthURLParam("login_hint", "carol"))
+	if _, _, err := srv.Browse(ctx, authURL); err != nil {
+		t.Fatal(err)
+	}
+	if q := <-codes; q.Get("error") != "access_denied" || q.Get("code") != "" {
+		t.Errorf("callback query = %v, want error=access_denied and no code", q)
+	}
+}
+
+func TestShortAccessTokenTTL(t *testing.T) {
+	srv := authtest.Start(t, authtest.WithAllowedResources(notesResource), authtest.WithTokenTTL(3*time.Second, time.Hour))
+	ctx := context.Background()
+	if err := srv.CreateClient(ctx, authserver.Client{ID: "svc", Secret: "svc-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Audience: []string{notesResource}}); err != nil {
+		t.Fatal(err)
+	}
+	// Hydra sets exp when the request comes in (iat when it signs, later the first time, when it
+	// makes its signing key): exp is 3s after a moment between before and after.
+	before := time.Now()
+	tok, err := srv.ClientCredentialsToken(ctx, "svc", "svc-secret-0123456789", []string{notesResource})
+	if err != nil {
+		t.Fatal(err)
+	}
+	after := time.Now()
+	c := claims(t, srv.JWKSURL(), srv.Issuer(), tok.AccessToken)
+	exp, _ := c["exp"].(time.Time)
+	lo, hi := before.Add(3*time.Second).Truncate(time.Second), after.Add(3*time.Second)
+	if exp.Before(lo) || exp.After(hi) {
+		t.Errorf("exp = %s, want between %s and %s (3s after the request)", exp, lo, hi)
 	}
 }
