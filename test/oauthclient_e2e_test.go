@@ -230,7 +230,14 @@ func TestUpstreamOAuthAuthorizationCode(t *testing.T) {
 	}
 	redirectAddr := ln.Addr().String()
 	ln.Close()
-	crm := authserver.Client{ID: "lush-crm", Secret: "crm-secret-0123456789", RedirectURIs: []string{"http://" + redirectAddr + "/callback"},
+	ln, err = net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gatewayAddr := ln.Addr().String()
+	ln.Close()
+	crm := authserver.Client{ID: "lush-crm", Secret: "crm-secret-0123456789",
+		RedirectURIs: []string{"http://" + redirectAddr + "/callback", "http://" + gatewayAddr + "/oauth/callback"},
 		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"offline_access"}, Audience: []string{up.URL}}
 	if err := as.CreateClient(ctx, crm); err != nil {
 		t.Fatal(err)
@@ -265,13 +272,14 @@ mcp_credentials:
     - {name: bob, sha256: `+hex.EncodeToString(sum[:])+`, principal: user:bob, groups: [group:sales]}
 credentials:
   oauth:
+    redirect_url: http://`+gatewayAddr+`/oauth/callback
     clients:
       - issuer: `+as.Issuer()+`
         client_id: lush-crm
         client_secret_file: `+secretFile+`
         servers: [mcp://crm.example.com/mcp]
 `)
-	base, gw := startGateway(t, project, "--config", cfg, "--log-level", "debug")
+	base, gw := startGateway(t, project, "--config", cfg, "--log-level", "debug", "--listen", gatewayAddr)
 	asBob := goClient(t, base+"/agents/crm/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": bobKey}))
 	defer asBob.Close()
 	var answers []string
@@ -281,8 +289,9 @@ credentials:
 		return text, isErr
 	}
 	const loginCmd = "lushctl auth login mcp://crm.example.com/mcp --principal user:bob"
-	if text, isErr := whoami(); !isErr || !strings.Contains(text, loginCmd) || !strings.Contains(text, "no grant is stored") {
-		t.Fatalf("before login: %q, want a denial naming %q", text, loginCmd)
+	loginURL := "http://" + gatewayAddr + "/oauth/login?server=mcp%3A%2F%2Fcrm.example.com%2Fmcp"
+	if text, isErr := whoami(); !isErr || !strings.Contains(text, loginCmd) || !strings.Contains(text, "no grant is stored") || !strings.Contains(text, "or open "+loginURL) {
+		t.Fatalf("before login: %q, want a denial naming %q and %s", text, loginCmd, loginURL)
 	}
 
 	login := func() string {
@@ -353,8 +362,47 @@ credentials:
 		t.Fatalf("after auth remove: %q", text)
 	}
 
+	// The login URL the denial carries, as bob's browser follows it: authenticated at the
+	// gateway, then Hydra's login and consent, then the gateway's callback stores the grant.
+	if err := as.SetNextUser("bob"); err != nil {
+		t.Fatal(err)
+	}
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar, Timeout: 30 * time.Second}
+	first := &http.Client{Timeout: 30 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest(http.MethodGet, loginURL, nil)
+	req.Header.Set("X-API-Key", bobKey)
+	resp, err := first.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusFound || !strings.HasPrefix(resp.Header.Get("Location"), as.Issuer()) {
+		t.Fatalf("GET /oauth/login: %s to %q, want a redirect to the authorization server", resp.Status, resp.Header.Get("Location"))
+	}
+	resp, err = browser.Get(resp.Header.Get("Location"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(page), "Access granted: Lush now calls mcp://crm.example.com/mcp as user:bob") {
+		t.Fatalf("the gateway's callback: %s %q", resp.Status, page)
+	}
+	if text, isErr := whoami(); isErr || text != "subject bob" {
+		t.Fatalf("after the login through the gateway: %q", text)
+	}
+	// A state is used once.
+	resp, err = browser.Get(resp.Request.URL.String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Errorf("a callback replayed: %s, want 400", resp.Status)
+	}
+
 	// A grant revoked upstream: the refresh fails, and the denial says what to run.
-	login()
 	if err := as.RevokeConsent(ctx, "bob"); err != nil {
 		t.Fatal(err)
 	}

@@ -307,16 +307,16 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 	case err != nil:
 		return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
 	case b.file == nil:
-		return nil, oauth.NoGrant(or, "the gateway has no credentials file to keep grants in (credentials.file)")
+		return nil, b.oauth.NoGrant(or, "the gateway has no credentials file to keep grants in (credentials.file)")
 	case !ok || c.Token == "":
-		return nil, oauth.NoGrant(or, "no grant is stored for them")
+		return nil, b.oauth.NoGrant(or, "no grant is stored for them")
 	}
 	c.Obtained = oauth.ObtainedStoredGrant
 	if c.Expiry.IsZero() || b.now().Add(grantMargin).Before(c.Expiry) {
 		return &c, nil
 	}
 	if c.RefreshToken == "" {
-		return nil, oauth.NoGrant(or, "the stored access token has expired and the grant has no refresh token (ask for the offline_access scope where the server needs it)")
+		return nil, b.oauth.NoGrant(or, "the stored access token has expired and the grant has no refresh token (ask for the offline_access scope where the server needs it)")
 	}
 	v, err, _ := b.flight.Do("grant\x00"+r.Tool+"\x00"+r.Principal, func() (any, error) {
 		// Read the grant again: a refresh that just ended has stored a new token, and servers
@@ -326,7 +326,7 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 		case err != nil:
 			return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
 		case !ok || cur.Token == "" || cur.RefreshToken == "":
-			return nil, oauth.NoGrant(or, "no grant is stored for them")
+			return nil, b.oauth.NoGrant(or, "no grant is stored for them")
 		}
 		cur.Obtained = oauth.ObtainedStoredGrant
 		if cur.Token != c.Token && b.now().Add(grantMargin/2).Before(cur.Expiry) {
@@ -349,6 +349,33 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 	}
 	got := v.(Credential)
 	return &got, nil
+}
+
+// OAuth is the broker's OAuth client (nil without credentials.oauth).
+func (b *Broker) OAuth() *oauth.Client { return b.oauth }
+
+// StoreGrant keeps the grant a principal gave Lush for tool (flow authorization_code) in the
+// local credentials file.
+func (b *Broker) StoreGrant(tool, principal string, g oauth.Grant) error {
+	if b.file == nil {
+		return errors.New("the gateway has no credentials file to keep grants in: set credentials.file")
+	}
+	_, err := b.file.Add(FileEntry{Tool: tool, Principal: principal, Credential: Credential{Type: TypeOAuth,
+		Token: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Issuer: g.Issuer}})
+	return err
+}
+
+// Declaration is the declaration that applies to principal (with groups) on tool: its own, else
+// the first of its groups'.
+func Declaration(declared []manifest.Credential, tool, principal string, groups []string) (*manifest.Credential, bool) {
+	var decls []manifest.Credential
+	for _, d := range declared {
+		if d.Tool == tool {
+			decls = append(decls, d)
+		}
+	}
+	d := pick(decls, principal, groups)
+	return d, d != nil
 }
 
 // pick chooses the declaration for a principal: its own, else the first of its groups'.

@@ -94,7 +94,7 @@ func (c *Client) Refresh(ctx context.Context, r Request, refreshToken string) (G
 			if desc != "" {
 				code += ": " + desc
 			}
-			return Grant{}, NoGrant(r, "the stored grant was refused when it was refreshed ("+code+"): it was revoked or has expired; log in again")
+			return Grant{}, c.NoGrant(r, "the stored grant was refused when it was refreshed ("+code+"): it was revoked or has expired; log in again")
 		}
 		return Grant{}, c.failed(r, issuer, err, refreshToken, conf.ClientSecret)
 	}
@@ -111,10 +111,31 @@ func LoginCommand(server, principal string) string {
 }
 
 // NoGrant is the denial of a call whose principal has stored no grant (or one that cannot be
-// refreshed): it says what to run.
-func NoGrant(r Request, why string) *Error {
-	return &Error{rule: RuleLoginRequired, reason: fmt.Sprintf("%s needs %s to grant Lush access at its authorization server (flow authorization_code), and %s: run %s",
-		r.Server, r.Principal, why, LoginCommand(r.Server, r.Principal))}
+// refreshed): it says what to run and, when the gateway serves the login, the URL to open.
+func (c *Client) NoGrant(r Request, why string) *Error {
+	msg := fmt.Sprintf("%s needs %s to grant Lush access at its authorization server (flow authorization_code), and %s: run %s",
+		r.Server, r.Principal, why, LoginCommand(r.Server, r.Principal))
+	if u := c.LoginURL(r.Server); u != "" {
+		msg += ", or open " + u + " (authenticated as " + r.Principal + ")"
+	}
+	return &Error{rule: RuleLoginRequired, reason: msg, LoginURL: c.LoginURL(r.Server)}
+}
+
+// LoginURL is the gateway's URL that starts the authorization code flow for server, or "" when
+// the gateway has no redirect_url.
+func (c *Client) LoginURL(server string) string {
+	if c == nil || c.cfg.RedirectURL == "" {
+		return ""
+	}
+	return strings.TrimSuffix(c.cfg.RedirectURL, CallbackPath) + LoginPath + "?" + url.Values{"server": {server}}.Encode()
+}
+
+// RedirectURL is the gateway's callback ("" without one).
+func (c *Client) RedirectURL() string {
+	if c == nil {
+		return ""
+	}
+	return c.cfg.RedirectURL
 }
 
 // Revoke revokes a refresh token at the server's RFC 7009 revocation endpoint. It reports false

@@ -24,6 +24,10 @@ type Config struct {
 	Clients []ClientConfig `yaml:"clients"`
 	// Timeout bounds each request to an authorization server (default 10s).
 	Timeout time.Duration `yaml:"timeout"`
+	// RedirectURL is the gateway's own callback for the authorization code flow, as the
+	// person's browser reaches it: https://<gateway>/oauth/callback. With it, the gateway serves
+	// GET /oauth/login and /oauth/callback, and a denial for want of a grant carries the login URL.
+	RedirectURL string `yaml:"redirect_url"`
 }
 
 // TokenExchangeConfig is the authorization server that performs RFC 8693 token exchange.
@@ -56,6 +60,12 @@ type ClientConfig struct {
 	Servers          []string `yaml:"servers"` // the MCP servers (mcp://…) whose tokens it gets
 }
 
+// The gateway's routes of the authorization code flow.
+const (
+	LoginPath    = "/oauth/login"
+	CallbackPath = "/oauth/callback"
+)
+
 // DefaultActorIssuer is the iss of actor tokens when the config names none.
 const DefaultActorIssuer = "lush"
 
@@ -68,6 +78,11 @@ func (c *Config) Check() error {
 	var p []string
 	if c.Timeout < 0 {
 		p = append(p, "credentials.oauth.timeout: must not be negative")
+	}
+	if c.RedirectURL != "" {
+		if u, err := url.Parse(c.RedirectURL); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.Path != CallbackPath || u.RawQuery != "" || u.Fragment != "" {
+			p = append(p, fmt.Sprintf("credentials.oauth.redirect_url: %q is not the gateway's callback: write https://<the gateway's host>%s", c.RedirectURL, CallbackPath))
+		}
 	}
 	if te := c.TokenExchange; te != nil {
 		f := "credentials.oauth.token_exchange"

@@ -400,6 +400,8 @@ type Error struct {
 	rule   string
 	reason string
 	err    error
+	// LoginURL, when set, is where the caller grants access (the gateway's login route).
+	LoginURL string
 }
 
 func (e *Error) Error() string {
