@@ -238,7 +238,7 @@ func TestUpstreamOAuthAuthorizationCode(t *testing.T) {
 	ln.Close()
 	crm := authserver.Client{ID: "lush-crm", Secret: "crm-secret-0123456789",
 		RedirectURIs: []string{"http://" + redirectAddr + "/callback", "http://" + gatewayAddr + "/oauth/callback"},
-		GrantTypes: []string{"authorization_code", "refresh_token"}, Scopes: []string{"offline_access"}, Audience: []string{up.URL}}
+		GrantTypes:   []string{"authorization_code", "refresh_token"}, Scopes: []string{"offline_access"}, Audience: []string{up.URL}}
 	if err := as.CreateClient(ctx, crm); err != nil {
 		t.Fatal(err)
 	}
