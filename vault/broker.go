@@ -21,6 +21,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -32,6 +33,10 @@ import (
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/vault/oauth"
 )
+
+// RegistrationsFile is where, beside the credentials file, the OAuth clients the gateway
+// registered dynamically (RFC 7591) are kept.
+const RegistrationsFile = "oauth-clients.json"
 
 // DefaultCacheTTL is how long a value without a lease (a KV secret) is reused.
 const DefaultCacheTTL = 5 * time.Minute
@@ -123,6 +128,9 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 		b.file = OpenFile(cfg.File)
 	}
 	if cfg.OAuth != nil {
+		if cfg.File != "" {
+			b.oauthOpts = append(b.oauthOpts, oauth.WithRegistrations(filepath.Join(filepath.Dir(cfg.File), RegistrationsFile)))
+		}
 		oc, err := oauth.New(*cfg.OAuth, b.oauthOpts...)
 		if err != nil {
 			return nil, err

@@ -30,7 +30,7 @@ func oauthTarget(project, config string, ref toolref.Ref, who string) (*oauth.Cl
 	if config == "" || cfg.Credentials.OAuth == nil {
 		return nil, oauth.Request{}, usage("pass --config with the gateway config whose credentials.oauth.clients lists %s (docs/credentials.md)", ref)
 	}
-	oc, err := oauth.New(*cfg.Credentials.OAuth)
+	oc, err := oauth.New(*cfg.Credentials.OAuth, oauth.WithRegistrations(filepath.Join(project, filepath.Dir(filepath.FromSlash(vault.LocalFile)), vault.RegistrationsFile)))
 	if err != nil {
 		return nil, oauth.Request{}, usage("%s: %v", config, err)
 	}

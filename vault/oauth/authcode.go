@@ -141,16 +141,15 @@ func (c *Client) RedirectURL() string {
 // Revoke revokes a refresh token at the server's RFC 7009 revocation endpoint. It reports false
 // (and no error) when the server has none.
 func (c *Client) Revoke(ctx context.Context, r Request, refreshToken string) (bool, error) {
-	i, ok := c.cfg.clientFor(r.Server)
-	if !ok {
-		return false, notConfigured(r, "no client under credentials.oauth.clients lists "+r.Server)
+	cl, err := c.client(ctx, r)
+	if err != nil {
+		return false, err
 	}
-	cl := c.cfg.Clients[i]
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	md, err := c.metadata(ctx, cl.Issuer)
+	md, err := c.metadata(ctx, cl.issuer)
 	if err != nil {
-		return false, c.unavailable(r, "discover the revocation endpoint of "+cl.Issuer, err)
+		return false, c.unavailable(r, "discover the revocation endpoint of "+cl.issuer, err)
 	}
 	if md.revocation == "" {
 		return false, nil
@@ -161,7 +160,7 @@ func (c *Client) Revoke(ctx context.Context, r Request, refreshToken string) (bo
 		return false, err
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	req.SetBasicAuth(url.QueryEscape(cl.ClientID), url.QueryEscape(c.secrets[i]))
+	req.SetBasicAuth(url.QueryEscape(cl.id), url.QueryEscape(cl.secret))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		return false, c.unavailable(r, "revoke at "+md.revocation, err)
@@ -169,38 +168,34 @@ func (c *Client) Revoke(ctx context.Context, r Request, refreshToken string) (bo
 	defer resp.Body.Close()
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	if resp.StatusCode != http.StatusOK {
-		return false, &Error{rule: RuleRefused, reason: fmt.Sprintf("the authorization server %s answered the revocation with %s", cl.Issuer, resp.Status)}
+		return false, &Error{rule: RuleRefused, reason: fmt.Sprintf("the authorization server %s answered the revocation with %s", cl.issuer, resp.Status)}
 	}
 	return true, nil
 }
 
 // codeConfig is the oauth2 configuration of the client listed for r's server.
 func (c *Client) codeConfig(ctx context.Context, r Request) (*oauth2.Config, string, error) {
-	if c == nil {
-		return nil, "", notConfigured(r, "the gateway has no OAuth clients configured: add one under credentials.oauth.clients with servers: ["+r.Server+"] (docs/credentials.md)")
+	cl, err := c.client(ctx, r)
+	if err != nil {
+		return nil, "", err
 	}
-	i, ok := c.cfg.clientFor(r.Server)
-	if !ok {
-		return nil, "", notConfigured(r, "no client under credentials.oauth.clients lists "+r.Server+": add one with servers: ["+r.Server+"] (docs/credentials.md)")
-	}
-	cl := c.cfg.Clients[i]
 	dctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	md, err := c.metadata(dctx, cl.Issuer)
+	md, err := c.metadata(dctx, cl.issuer)
 	if err != nil {
-		if cl.TokenEndpoint == "" {
-			return nil, "", c.unavailable(r, "discover the endpoints of "+cl.Issuer, err)
+		if cl.tokenEndpoint == "" {
+			return nil, "", c.unavailable(r, "discover the endpoints of "+cl.issuer, err)
 		}
 		md = endpoints{}
 	}
-	if cl.TokenEndpoint != "" {
-		md.token = cl.TokenEndpoint
+	if cl.tokenEndpoint != "" {
+		md.token = cl.tokenEndpoint
 	}
 	if md.token == "" {
-		return nil, "", notConfigured(r, "the metadata of "+cl.Issuer+" names no token_endpoint: set token_endpoint in the config")
+		return nil, "", notConfigured(r, "the metadata of "+cl.issuer+" names no token_endpoint: set token_endpoint in the config")
 	}
-	return &oauth2.Config{ClientID: cl.ClientID, ClientSecret: c.secrets[i], Scopes: r.Scopes,
-		Endpoint: oauth2.Endpoint{AuthURL: md.auth, TokenURL: md.token}}, cl.Issuer, nil
+	return &oauth2.Config{ClientID: cl.id, ClientSecret: cl.secret, Scopes: r.Scopes,
+		Endpoint: oauth2.Endpoint{AuthURL: md.auth, TokenURL: md.token}}, cl.issuer, nil
 }
 
 // ErrStateMismatch is a redirect whose state is not the login's.

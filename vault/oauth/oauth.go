@@ -100,6 +100,9 @@ type Client struct {
 	teSecret string
 	secrets  []string // per cfg.Clients
 
+	regPath string                  // WithRegistrations
+	regs    map[string]registration // by server; loaded on first use
+
 	mu        sync.Mutex
 	exchanger tokenexchange.TokenExchanger // discovered on first use
 	endpoints map[string]endpoints         // issuer -> its endpoints, discovered
@@ -190,9 +193,6 @@ func (c *Client) Token(ctx context.Context, r Request) (Token, error) {
 	case FlowClientCredentials:
 		if c == nil {
 			return Token{}, notConfigured(r, "the gateway has no OAuth clients configured: add one under credentials.oauth.clients with servers: ["+r.Server+"] (docs/credentials.md)")
-		}
-		if _, ok := c.cfg.clientFor(r.Server); !ok {
-			return Token{}, notConfigured(r, "no client under credentials.oauth.clients lists "+r.Server+": add one with servers: ["+r.Server+"] (docs/credentials.md)")
 		}
 	default:
 		return Token{}, notConfigured(r, fmt.Sprintf("flow %q is not supported by this gateway", r.Flow))
@@ -328,23 +328,25 @@ func (c *Client) tokenExchanger(ctx context.Context) (tokenexchange.TokenExchang
 // clientCredentials gets the gateway's own token from the upstream's authorization server,
 // asking for the resource (RFC 8707) and the audience (the parameter servers such as Hydra use).
 func (c *Client) clientCredentials(ctx context.Context, r Request) (Token, error) {
-	i, _ := c.cfg.clientFor(r.Server)
-	cl := c.cfg.Clients[i]
-	endpoint, err := c.tokenEndpoint(ctx, cl.Issuer, cl.TokenEndpoint)
+	cl, err := c.client(ctx, r)
 	if err != nil {
-		return Token{}, c.unavailable(r, "discover the token endpoint of "+cl.Issuer, err)
+		return Token{}, err
 	}
-	cc := clientcredentials.Config{ClientID: cl.ClientID, ClientSecret: c.secrets[i], TokenURL: endpoint, Scopes: r.Scopes,
+	endpoint, err := c.tokenEndpoint(ctx, cl.issuer, cl.tokenEndpoint)
+	if err != nil {
+		return Token{}, c.unavailable(r, "discover the token endpoint of "+cl.issuer, err)
+	}
+	cc := clientcredentials.Config{ClientID: cl.id, ClientSecret: cl.secret, TokenURL: endpoint, Scopes: r.Scopes,
 		EndpointParams: url.Values{"audience": {r.audience()}, "resource": {r.resource()}}}
 	ot, err := cc.Token(context.WithValue(ctx, oauth2.HTTPClient, c.hc))
 	if err != nil {
-		return Token{}, c.failed(r, cl.Issuer, err, c.secrets[i])
+		return Token{}, c.failed(r, cl.issuer, err, cl.secret)
 	}
 	if ot.AccessToken == "" || !strings.EqualFold(ot.Type(), "bearer") {
 		return Token{}, &Error{rule: RuleUnavailable, reason: unavailableReason(r),
-			err: fmt.Errorf("client credentials at %s: the answer holds no bearer access token", cl.Issuer)}
+			err: fmt.Errorf("client credentials at %s: the answer holds no bearer access token", cl.issuer)}
 	}
-	return Token{AccessToken: ot.AccessToken, Expiry: ot.Expiry, Obtained: ObtainedClientCredentials, Issuer: cl.Issuer}, nil
+	return Token{AccessToken: ot.AccessToken, Expiry: ot.Expiry, Obtained: ObtainedClientCredentials, Issuer: cl.issuer}, nil
 }
 
 // tokenEndpoint returns the configured endpoint, or the one the issuer's metadata names.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/lush-agents/lush/examples/authserver/authserver"
 	"github.com/lush-agents/lush/test/authtest"
+	"github.com/lush-agents/lush/test/oauthupstream"
 )
 
 func writeSecret(t *testing.T, s string) string {
@@ -197,11 +198,22 @@ func TestLoginRequired(t *testing.T) {
 		!strings.Contains(e.Reason(), "method apikey") {
 		t.Fatalf("Token = %v, want a login-required error", err)
 	}
-	_, err = c.Token(context.Background(), Request{Server: "mcp://crm.example.com/mcp", URL: "https://crm.example.com/mcp",
+	_, err = c.Token(context.Background(), Request{Server: "mcp://crm.example.com/mcp", URL: "http://" + closedPort(t) + "/mcp",
 		Principal: "serviceaccount:bot", Flow: FlowClientCredentials})
-	if !errors.As(err, &e) || e.Rule() != RuleNotConfigured || !strings.Contains(e.Reason(), "credentials.oauth.clients") {
+	if !errors.As(err, &e) || e.Rule() != RuleNotConfigured || !strings.Contains(e.Reason(), "credentials.oauth.clients") || !strings.Contains(e.Reason(), "connection refused") {
 		t.Fatalf("Token = %v, want a not-configured error", err)
 	}
+}
+
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
 }
 
 // TestUnreachable: an authorization server that cannot be reached denies with the unavailable
@@ -393,5 +405,57 @@ func TestTokenExchange(t *testing.T) {
 	req.SubjectToken, req.URL = user.AccessToken, "https://elsewhere.example.com/mcp"
 	if _, err = c.Token(ctx, req); !errors.As(err, &e) || e.Rule() != RuleRefused {
 		t.Fatalf("Token for an unknown audience = %v, want refused", err)
+	}
+}
+
+// TestDiscoveryAndRegistration: with no client configured for a server, the client follows the
+// server's 401 to its protected resource metadata (RFC 9728), the authorization server's metadata,
+// registers a client dynamically (RFC 7591) at Hydra, keeps the registration in its file and gets
+// a token the server accepts; a second client reads the registration instead of registering.
+func TestDiscoveryAndRegistration(t *testing.T) {
+	up := oauthupstream.Start(t)
+	as := authtest.Start(t, authtest.WithAllowedResources(up.URL))
+	up.Trust(oauthupstream.Issuer{Issuer: as.Issuer(), JWKSURL: as.JWKSURL()})
+	regs := filepath.Join(t.TempDir(), "oauth-clients.json")
+	c, err := New(Config{}, WithRegistrations(regs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := Request{Server: "mcp://crm.example.com/mcp", URL: up.URL, Principal: "serviceaccount:nightly", Flow: FlowClientCredentials}
+	tok, err := c.Token(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := claimsOf(t, tok.AccessToken)
+	if !strings.Contains(fmt.Sprint(cl["aud"]), up.URL) || cl["iss"] != as.Issuer() || tok.Issuer != as.Issuer() {
+		t.Errorf("claims %v: want a token of %s for %s", cl, as.Issuer(), up.URL)
+	}
+	info, err := os.Stat(regs)
+	if err != nil || info.Mode().Perm() != 0o600 {
+		t.Fatalf("registrations file: %v %v", info, err)
+	}
+	b, _ := os.ReadFile(regs)
+	var kept []registration
+	if err := json.Unmarshal(b, &kept); err != nil || len(kept) != 1 || kept[0].Issuer != as.Issuer() || kept[0].ClientID == "" {
+		t.Fatalf("registrations %s: %v", b, err)
+	}
+	again, err := New(Config{}, WithRegistrations(regs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := again.Token(context.Background(), req); err != nil {
+		t.Fatal(err)
+	}
+	b2, _ := os.ReadFile(regs)
+	if string(b2) != string(b) {
+		t.Errorf("a second client registered again:\n%s\n%s", b, b2)
+	}
+	// A server that does not answer 401 cannot be discovered: a clear denial naming the config.
+	req.URL = as.Issuer() + "/.well-known/openid-configuration"
+	req.Server = "mcp://other.example.com/mcp"
+	_, err = c.Token(context.Background(), req)
+	var e *Error
+	if !errors.As(err, &e) || e.Rule() != RuleNotConfigured || !strings.Contains(e.Reason(), "not 401") {
+		t.Fatalf("Token for a server without a 401 = %v", err)
 	}
 }
