@@ -145,7 +145,8 @@ type Authenticator struct {
 	stopBG        context.CancelFunc
 	goroutines    sync.WaitGroup // metadata refreshers, ended by Close
 
-	now func() time.Time
+	now      func() time.Time
+	subjects *SubjectTokens // KeepSubjectTokens
 
 	closeOnce sync.Once
 	closeErr  error
@@ -281,7 +282,7 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 			return Caller{}, err
 		}
 		c, err := a.bearerToken(r.Context(), tok, a.ResourceURL(ResourcePath(r.URL.Path)))
-		return withSubjectToken(c, err, tok)
+		return a.withSubjectToken(c, err, tok)
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
 		if key == "" {
