@@ -451,3 +451,128 @@ func active(t *testing.T, introspection, token string) bool {
 	}
 	return r.Active
 }
+
+// TestUpstreamOAuthAgentChain runs `lushctl run` (gateway and agentd in one process, the
+// scripted model): alice, logged in at Hydra, asks agent planner, which calls agent writer
+// (lush://writer), which calls the upstream. The upstream receives a token exchanged for alice
+// whose act claim is writer acting for planner: user ← planner ← writer.
+func TestUpstreamOAuthAgentChain(t *testing.T) {
+	const gatewayResource = "https://lush.example.com"
+	ctx := context.Background()
+	dir := t.TempDir()
+	up := oauthupstream.Start(t)
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, _ := x509.MarshalPKCS8PrivateKey(priv)
+	actorKey := filepath.Join(dir, "actor.key")
+	writeFile600(t, actorKey, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
+	jk, _ := jwk.Import(pub)
+	tp, _ := jk.Thumbprint(crypto.SHA256)
+	_ = jk.Set(jwk.KeyIDKey, base64.RawURLEncoding.EncodeToString(tp))
+	set := jwk.NewSet()
+	_ = set.AddKey(jk)
+	trusted, _ := json.Marshal(set)
+	as := authtest.Start(t, authtest.WithAllowedResources(gatewayResource, up.URL), authtest.WithExchange(authserver.ExchangeConfig{
+		Clients: []authserver.ExchangeClient{{ID: "lush-gateway", Secret: "exchange-secret-0123"}}, TrustedActorKeys: trusted}))
+	up.Trust(oauthupstream.Issuer{Issuer: as.ExchangeIssuer(), JWKSURL: as.ExchangeJWKSURL()})
+	app := authserver.Client{ID: "desktop-app", Secret: "app-secret-0123456789", RedirectURIs: []string{"http://127.0.0.1:9/cb"},
+		Scopes: []string{"openid"}, Audience: []string{gatewayResource}}
+	if err := as.CreateClient(ctx, app); err != nil {
+		t.Fatal(err)
+	}
+	alice, err := as.AuthorizationCodeToken(ctx, app, "alice", gatewayResource, []string{"openid"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	project := filepath.Join(dir, "project")
+	files := map[string]string{
+		"agents/planner/spec.yaml": "name: planner\nmodel: gemini-2.5-flash\ndescription: Plans.\ntools:\n  - server: lush://writer\n    access: read\nacl:\n  - {principal: group:engineering, role: execute}\n",
+		"agents/writer/spec.yaml":  "name: writer\nmodel: gemini-2.5-flash\ndescription: Writes.\ntools:\n  - server: mcp://crm.example.com/mcp\n    access: read\nacl:\n  - {principal: group:engineering, role: execute}\n",
+		"scripts/planner.yaml":     "turns:\n  - calls:\n      - name: writer\n        args: {message: \"who am I at the CRM?\"}\n  - text: \"planner: {{result}}\"\n",
+		"scripts/writer.yaml":      "turns:\n  - calls:\n      - name: whoami\n        args: {}\n  - text: \"writer: {{result}}\"\n",
+		"lush.yaml": `project: oauth-chain-e2e
+servers:
+  mcp://crm.example.com/mcp:
+    url: ` + up.URL + `
+tool_classes:
+  mcp://crm.example.com/mcp:
+    whoami: read
+tool_grants:
+  - tool: mcp://crm.example.com/mcp
+    grants:
+      - {principal: group:engineering, access: read}
+  - tool: lush://writer
+    grants:
+      - {principal: group:engineering, access: read}
+mcp_credentials:
+  mcp://crm.example.com/mcp:
+    group:engineering: {type: oauth, flow: token_exchange}
+`,
+	}
+	for rel, content := range files {
+		p := filepath.Join(project, rel)
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		writeFile600(t, p, content)
+	}
+	exSecret := filepath.Join(dir, "exchange.secret")
+	writeFile600(t, exSecret, "exchange-secret-0123\n")
+	cfg := filepath.Join(dir, "gateway.yaml")
+	writeFile600(t, cfg, `auth:
+  jwt:
+    - issuer: `+as.Issuer()+`
+      audiences: [`+gatewayResource+`]
+      jwks_url: `+as.JWKSURL()+`
+credentials:
+  oauth:
+    token_exchange:
+      issuer: `+as.ExchangeIssuer()+`
+      client_id: lush-gateway
+      client_secret_file: `+exSecret+`
+      actor:
+        key_file: `+actorKey+`
+`)
+	ready := filepath.Join(dir, "ready")
+	p := startProc(t, nil, lushctlBin, "run", project, "--config", cfg, "--provider", "scripted", "--listen", "127.0.0.1:0",
+		"--ready-file", ready, "--log-level", "debug")
+	var base string
+	for deadline := time.Now().Add(60 * time.Second); base == "" && time.Now().Before(deadline); {
+		if addr, err := os.ReadFile(ready); err == nil && len(addr) > 0 {
+			base = "http://" + string(addr)
+			break
+		}
+		select {
+		case <-p.done:
+			t.Fatalf("run exited:\n%s", p.out.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if base == "" {
+		t.Fatalf("run did not start:\n%s", p.out.String())
+	}
+	req, _ := http.NewRequest(http.MethodPost, base+"/agents/planner/chat", strings.NewReader(`{"message": "Who am I at the CRM?"}`))
+	req.Header.Set("Authorization", "Bearer "+alice.AccessToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), "subject alice") {
+		t.Fatalf("chat: %s %s\n%s", resp.Status, body, p.out.String())
+	}
+	calls := up.Calls()
+	if len(calls) != 1 || calls[0].Subject != "alice" || !slices.Equal(calls[0].Act, []string{"agent:writer", "agent:planner"}) {
+		t.Fatalf("the upstream saw %+v, want alice with act writer ← planner", calls)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Fatalf("run exit %d", code)
+	}
+	for what, s := range map[string]string{"alice's token": alice.AccessToken, "the exchanged token": calls[0].Token} {
+		if strings.Contains(p.out.String(), s) || strings.Contains(string(body), s) {
+			t.Errorf("the run's output or the chat answer holds %s", what)
+		}
+	}
+}
