@@ -27,6 +27,7 @@ const (
 // pendingLogin is a login waiting for its callback.
 type pendingLogin struct {
 	server, principal string
+	groups            []string
 	login             *oauth.Login
 	expires           time.Time
 }
@@ -98,7 +99,7 @@ func (g *Gateway) oauthLogin(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadGateway, "start the login: "+reasonOf(err))
 		return
 	}
-	if !g.logins.put(login.State, pendingLogin{server: server, principal: caller.ID, login: login, expires: time.Now().Add(loginTTL)}) {
+	if !g.logins.put(login.State, pendingLogin{server: server, principal: caller.ID, groups: caller.Groups, login: login, expires: time.Now().Add(loginTTL)}) {
 		writeError(w, http.StatusServiceUnavailable, "too many logins are pending; try again in a few minutes")
 		return
 	}
@@ -124,7 +125,13 @@ func (g *Gateway) oauthCallback(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the code could not be exchanged: "+reasonOf(err), http.StatusBadGateway)
 		return
 	}
-	if err := g.broker.StoreGrant(p.server, p.principal, grant); err != nil {
+	s := g.state.Load()
+	if s == nil {
+		http.Error(w, "no build is deployed", http.StatusServiceUnavailable)
+		return
+	}
+	if err := g.broker.StoreGrant(ctx, vault.Request{Project: s.manifest.Project, Tool: p.server, Principal: p.principal, Groups: p.groups,
+		Declared: s.manifest.Credentials}, grant); err != nil {
 		g.opts.Logger.Error("store an OAuth grant", "server", p.server, "principal", p.principal, "err", err)
 		http.Error(w, "the grant could not be stored (the operator can find why in the gateway's log)", http.StatusInternalServerError)
 		return

@@ -303,19 +303,22 @@ func OAuthRequest(d manifest.Credential, r Request) oauth.Request {
 		SubjectToken: r.SubjectToken, Method: r.Method, Flow: d.Flow, Scopes: d.Scopes, Audience: d.Audience, Resource: d.Resource}
 }
 
-// fromGrant returns the access token of the principal's stored grant (flow authorization_code,
-// from the local file), refreshing it first when it expires within a minute and writing the
-// refreshed grant back. No grant, or one the server refuses to refresh, is a denial that says to
-// run lushctl auth login. Refreshes of one grant are made one at a time (servers rotate refresh
-// tokens: a second refresh with the old one would fail).
+// fromGrant returns the access token of the principal's stored grant (flow authorization_code),
+// refreshing it first when it expires within a minute and writing the refreshed grant back where
+// it is kept (the local file, or Vault for principals whose credentials Vault holds). No grant,
+// or one the server refuses to refresh, is a denial that says to run lushctl auth login.
+// Refreshes of one grant are made one at a time and always with the refresh token last stored
+// (servers rotate refresh tokens, and a reused one fails and may revoke the grant).
 func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
 	or := OAuthRequest(d, r)
-	c, ok, err := b.fromFile(r)
+	gs, err := b.grantStore(d, r)
+	if err != nil {
+		return nil, b.oauth.NoGrant(or, err.Error())
+	}
+	c, ok, err := gs.load(ctx, false)
 	switch {
 	case err != nil:
-		return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
-	case b.file == nil:
-		return nil, b.oauth.NoGrant(or, "the gateway has no credentials file to keep grants in (credentials.file)")
+		return nil, err
 	case !ok || c.Token == "":
 		return nil, b.oauth.NoGrant(or, "no grant is stored for them")
 	}
@@ -326,13 +329,12 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 	if c.RefreshToken == "" {
 		return nil, b.oauth.NoGrant(or, "the stored access token has expired and the grant has no refresh token (ask for the offline_access scope where the server needs it)")
 	}
-	v, err, _ := b.flight.Do("grant\x00"+r.Tool+"\x00"+r.Principal, func() (any, error) {
-		// Read the grant again: a refresh that just ended has stored a new token, and servers
-		// that rotate refresh tokens refuse (and may revoke the grant for) a reused one.
-		cur, ok, err := b.fromFile(r)
+	v, err, _ := b.flight.Do("grant\x00"+gs.where, func() (any, error) {
+		// Read the grant again: a refresh that just ended has stored a new token.
+		cur, ok, err := gs.load(ctx, true)
 		switch {
 		case err != nil:
-			return nil, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
+			return nil, err
 		case !ok || cur.Token == "" || cur.RefreshToken == "":
 			return nil, b.oauth.NoGrant(or, "no grant is stored for them")
 		}
@@ -340,14 +342,13 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 		if cur.Token != c.Token && b.now().Add(grantMargin/2).Before(cur.Expiry) {
 			return cur, nil
 		}
-		c = cur
-		g, err := b.oauth.Refresh(ctx, or, c.RefreshToken)
+		g, err := b.oauth.Refresh(ctx, or, cur.RefreshToken)
 		if err != nil {
 			return nil, err
 		}
-		n := c
+		n := cur
 		n.Token, n.RefreshToken, n.Expiry, n.Issuer = g.AccessToken, g.RefreshToken, g.Expiry, g.Issuer
-		if _, err := b.file.Add(FileEntry{Tool: r.Tool, Principal: r.Principal, Credential: n}); err != nil {
+		if err := gs.save(ctx, n); err != nil {
 			b.log.Warn("the refreshed OAuth grant could not be stored; it is used for this call", "tool", r.Tool, "principal", r.Principal, "err", err)
 		}
 		return n, nil
@@ -359,18 +360,92 @@ func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request
 	return &got, nil
 }
 
+// grantStore is where one principal's grant for one server is kept.
+type grantStore struct {
+	where string // "file <path>" or "vault <path>", also the key of its refreshes
+	load  func(ctx context.Context, fresh bool) (Credential, bool, error)
+	save  func(ctx context.Context, c Credential) error
+}
+
+// grantStore returns where the grant of r's principal is kept: Vault for the principals whose
+// credentials Vault holds (service accounts with credentials.vault, a declaration with vault:,
+// users with credentials.vault.users), else the local file.
+func (b *Broker) grantStore(d manifest.Credential, r Request) (grantStore, error) {
+	srcs := b.sources(r.Principal, &d)
+	if slices.Contains(srcs, "vault") && (d.Vault != "" || b.cfg.Vault.Users || strings.HasPrefix(r.Principal, "serviceaccount:")) {
+		tmpl := d.Vault
+		if tmpl == "" {
+			tmpl = b.cfg.Vault.Path
+		}
+		path, err := Render(tmpl, Target{Project: r.Project, Tool: r.Tool, Principal: r.Principal, Type: d.Type})
+		if err != nil {
+			return grantStore{}, err
+		}
+		return grantStore{where: "vault " + path,
+			load: func(ctx context.Context, fresh bool) (Credential, bool, error) {
+				if fresh {
+					b.mu.Lock()
+					delete(b.cache, cacheKey(path, d))
+					b.mu.Unlock()
+				}
+				c, err := b.fromVault(ctx, path, d, r)
+				if errors.Is(err, errNotFound) {
+					return Credential{}, false, nil
+				}
+				var m *MissingError
+				if errors.As(err, &m) {
+					return Credential{}, false, nil
+				}
+				return c, err == nil, err
+			},
+			save: func(ctx context.Context, c Credential) error {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.Vault.Timeout)
+				defer cancel()
+				fields := map[string]any{"access_token": c.Token, "refresh_token": c.RefreshToken, "issuer": c.Issuer}
+				if !c.Expiry.IsZero() {
+					fields["expiry"] = c.Expiry.UTC().Format(time.RFC3339)
+				}
+				if err := b.vault.write(ctx, path, fields); err != nil {
+					return err
+				}
+				b.mu.Lock()
+				delete(b.cache, cacheKey(path, d))
+				b.mu.Unlock()
+				return nil
+			}}, nil
+	}
+	if b.file == nil {
+		return grantStore{}, errors.New("the gateway has nowhere to keep grants (credentials.file or credentials.vault)")
+	}
+	return grantStore{where: "file " + b.file.Path() + "\x00" + r.Tool + "\x00" + r.Principal,
+		load: func(context.Context, bool) (Credential, bool, error) {
+			c, ok, err := b.fromFile(r)
+			if err != nil {
+				return Credential{}, false, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
+			}
+			return c, ok, nil
+		},
+		save: func(_ context.Context, c Credential) error {
+			_, err := b.file.Add(FileEntry{Tool: r.Tool, Principal: r.Principal, Credential: c})
+			return err
+		}}, nil
+}
+
 // OAuth is the broker's OAuth client (nil without credentials.oauth).
 func (b *Broker) OAuth() *oauth.Client { return b.oauth }
 
-// StoreGrant keeps the grant a principal gave Lush for tool (flow authorization_code) in the
-// local credentials file.
-func (b *Broker) StoreGrant(tool, principal string, g oauth.Grant) error {
-	if b.file == nil {
-		return errors.New("the gateway has no credentials file to keep grants in: set credentials.file")
+// StoreGrant keeps the grant r's principal gave Lush for r's server (flow authorization_code)
+// where its credentials are kept: Vault or the local file (see grantStore).
+func (b *Broker) StoreGrant(ctx context.Context, r Request, g oauth.Grant) error {
+	d, ok := Declaration(r.Declared, r.Tool, r.Principal, r.Groups)
+	if !ok {
+		return fmt.Errorf("the build declares no credential of %s for %s", r.Principal, r.Tool)
 	}
-	_, err := b.file.Add(FileEntry{Tool: tool, Principal: principal, Credential: Credential{Type: TypeOAuth,
-		Token: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Issuer: g.Issuer}})
-	return err
+	gs, err := b.grantStore(*d, r)
+	if err != nil {
+		return err
+	}
+	return gs.save(ctx, Credential{Type: TypeOAuth, Token: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Issuer: g.Issuer})
 }
 
 // Declaration is the declaration that applies to principal (with groups) on tool: its own, else
@@ -487,11 +562,16 @@ func fieldsOf(d manifest.Credential) []string {
 
 var errNotFound = errors.New("no secret")
 
+// cacheKey identifies a value read from Vault for a declaration.
+func cacheKey(path string, d manifest.Credential) string {
+	return path + "\x00" + d.Type + "\x00" + d.Header + "\x00" + strings.Join(d.Env, ",")
+}
+
 // fromVault returns the credential at path, from the cache while it is fresh. A stale value is
 // read (or its lease renewed) again; if Vault cannot be reached it serves until it expires.
 // Vault's refusal (403) or a secret that is gone ends it at once.
 func (b *Broker) fromVault(ctx context.Context, path string, d manifest.Credential, r Request) (Credential, error) {
-	key := path + "\x00" + d.Type + "\x00" + d.Header + "\x00" + strings.Join(d.Env, ",")
+	key := cacheKey(path, d)
 	b.mu.Lock()
 	e := b.cache[key]
 	b.mu.Unlock()
@@ -615,6 +695,12 @@ func secretCredential(s *api.Secret, path string, d manifest.Credential, r Reque
 	switch d.Type {
 	case TypeBearer, TypeOAuth:
 		need(&c.Token, "token", "access_token")
+		if d.Type == TypeOAuth { // a stored grant (flow authorization_code)
+			c.RefreshToken, c.Issuer = str("refresh_token"), str("issuer")
+			if exp, err := time.Parse(time.RFC3339, str("expiry")); err == nil {
+				c.Expiry = exp
+			}
+		}
 	case TypeAPIKey:
 		need(&c.Key, "key", "api_key")
 		c.Header = d.Header
