@@ -83,6 +83,8 @@ func TestConfigCheck(t *testing.T) {
 		{"client server not mcp", cl(func(c *ClientConfig) { c.Servers = []string{"https://crm.example.com/mcp"} }), "credentials.oauth.clients[0].servers[0]:"},
 		{"client server twice", cl(func(c *ClientConfig) { c.Servers = append(c.Servers, c.Servers[0]) }), "keep one client per server"},
 		{"negative timeout", &Config{Timeout: -1}, "credentials.oauth.timeout"},
+		{"redirect url", &Config{RedirectURL: "https://lush.example.com/oauth/callback"}, ""},
+		{"redirect url elsewhere", &Config{RedirectURL: "https://lush.example.com/callback"}, "credentials.oauth.redirect_url: \"https://lush.example.com/callback\" is not the gateway's callback"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
