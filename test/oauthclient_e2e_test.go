@@ -567,12 +567,49 @@ credentials:
 	if len(calls) != 1 || calls[0].Subject != "alice" || !slices.Equal(calls[0].Act, []string{"agent:writer", "agent:planner"}) {
 		t.Fatalf("the upstream saw %+v, want alice with act writer ← planner", calls)
 	}
+	// The invocation's traces (agentd, the gateway, the lush:// call), from the in-memory store.
+	var chat struct {
+		TraceID string `json:"trace_id"`
+	}
+	_ = json.Unmarshal(body, &chat)
+	var traces []string
+	for _, path := range []string{"/traces", "/traces/" + chat.TraceID} {
+		req, _ := http.NewRequest(http.MethodGet, base+path, nil)
+		req.Header.Set("Authorization", "Bearer "+alice.AccessToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || chat.TraceID == "" {
+			t.Fatalf("GET %s: %s %s", path, resp.Status, b)
+		}
+		traces = append(traces, string(b))
+	}
+	if !strings.Contains(traces[1], "whoami") {
+		t.Errorf("the trace does not show the upstream call:\n%s", traces[1])
+	}
 	if code := p.stop(t); code != 0 {
 		t.Fatalf("run exit %d", code)
 	}
-	for what, s := range map[string]string{"alice's token": alice.AccessToken, "the exchanged token": calls[0].Token} {
-		if strings.Contains(p.out.String(), s) || strings.Contains(string(body), s) {
-			t.Errorf("the run's output or the chat answer holds %s", what)
+	logPath := filepath.Join(project, ".lush", "decisions.db")
+	audit := runLushctl(t, "audit", "query", "--log", logPath, "-o", "json")
+	if !strings.Contains(strings.ReplaceAll(audit, " ", ""), `"act":["agent:writer","agent:planner"]`) {
+		t.Errorf("the decision does not record the act chain:\n%s", audit)
+	}
+	var db []string
+	for _, f := range []string{logPath, logPath + "-wal"} {
+		b, _ := os.ReadFile(f)
+		db = append(db, string(b))
+	}
+	outputs := map[string]string{"the run's output": p.out.String(), "the chat answer": string(body), "the traces": strings.Join(traces, "\n"),
+		"the decision log files": strings.Join(db, ""), "the audit query": audit}
+	for where, out := range outputs {
+		for what, s := range map[string]string{"alice's token": alice.AccessToken, "the exchanged token": calls[0].Token, "the exchange secret": "exchange-secret-0123"} {
+			if strings.Contains(out, s) || strings.Contains(out, s[len(s)-min(len(s), 40):]) {
+				t.Errorf("%s holds %s", where, what)
+			}
 		}
 	}
 }
