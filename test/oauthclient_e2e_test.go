@@ -338,6 +338,9 @@ credentials:
 		return f.Credentials[0].Token, f.Credentials[0].RefreshToken
 	}
 	firstAccess, firstRefresh := stored()
+	if list := runLushctl(t, "auth", "list", "-C", project); !strings.Contains(list, "OAuth grant from "+as.Issuer()+", refreshable") {
+		t.Errorf("auth list does not describe the grant:\n%s", list)
+	}
 	if text, isErr := whoami(); isErr || text != "subject bob" {
 		t.Fatalf("after login: %q", text)
 	}

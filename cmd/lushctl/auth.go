@@ -442,6 +442,20 @@ func detail(c vault.Credential) string {
 		}
 		slices.Sort(names)
 		return "env " + strings.Join(names, ", ")
+	case vault.TypeOAuth:
+		if c.Issuer != "" || c.RefreshToken != "" {
+			d := "Authorization: Bearer; OAuth grant"
+			if c.Issuer != "" {
+				d += " from " + c.Issuer
+			}
+			if c.RefreshToken != "" {
+				d += ", refreshable"
+			}
+			if !c.Expiry.IsZero() {
+				d += ", access token until " + c.Expiry.UTC().Format(time.RFC3339)
+			}
+			return d
+		}
 	}
 	return "Authorization: Bearer"
 }
