@@ -49,28 +49,31 @@ func (h *headerRecorder) headers() []string {
 	return append([]string(nil), h.seen...)
 }
 
-// TestOAuthGateway puts `lushctl gateway` between MCP clients and a real MCP server, with Ory
-// Hydra (test/authtest) as the company's authorization server: the gateway discovers Hydra from
-// its issuer, a client-credentials token and a user's authorization-code token (with PKCE) each
-// call a tool, and the decisions name serviceaccount:<client> and user:<sub>. A token for another
-// agent's endpoint, one without the scope, and none at all are refused with the challenges MCP
-// clients follow; the upstream never sees a client's token; no token appears in the gateway's
-// output.
-func TestOAuthGateway(t *testing.T) {
+// oauthGateway is `lushctl gateway` in front of an upstream that records Authorization headers,
+// accepting the tokens of a real authorization server (Hydra, test/authtest) for its agents
+// assistant and other.
+type oauthGateway struct {
+	as              *authserver.Server
+	base            string // the gateway's URL
+	resource, other string // the agents' MCP endpoints
+	rec             *headerRecorder
+	dir             string
+	p               *proc
+}
+
+func startOAuthGateway(t *testing.T) *oauthGateway {
+	t.Helper()
 	port := freePort(t)
 	base := fmt.Sprintf("http://127.0.0.1:%d", port)
-	resource, other := base+"/agents/assistant/mcp", base+"/agents/other/mcp"
-	as := authtest.Start(t, authtest.WithAllowedResources(resource, other), authtest.WithScopes("mcp:tools"))
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-
+	g := &oauthGateway{base: base, resource: base + "/agents/assistant/mcp", other: base + "/agents/other/mcp", rec: &headerRecorder{}}
+	g.as = authtest.Start(t, authtest.WithAllowedResources(g.resource, g.other), authtest.WithScopes("mcp:tools"))
+	as := g.as
 	secretFile := filepath.Join(t.TempDir(), "introspection-secret")
 	if err := os.WriteFile(secretFile, []byte(introspectionSecret+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rec := &headerRecorder{}
-	upstream := rec.start(t)
-	dir := writeProject(t, map[string]string{
+	upstream := g.rec.start(t)
+	g.dir = writeProject(t, map[string]string{
 		"lush.yaml": `project: oauth-e2e
 service_accounts:
   - name: ci-bot
@@ -104,8 +107,27 @@ tool_grants:
 	})
 	ready := filepath.Join(t.TempDir(), "ready")
 	p := startProc(t, nil, lushctlBin, "gateway", "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--ready-file", ready,
-		"--config", filepath.Join(dir, "gateway.yaml"), "--log-level", "debug", dir)
+		"--config", filepath.Join(g.dir, "gateway.yaml"), "--log-level", "debug", g.dir)
 	waitReady(t, p, ready)
+	if want := "oauth: access tokens of " + as.Issuer(); !strings.Contains(p.out.String(), want) {
+		t.Errorf("the gateway does not announce %q:\n%s", want, p.out.String())
+	}
+	g.p = p
+	return g
+}
+
+// TestOAuthGateway puts `lushctl gateway` between MCP clients and a real MCP server, with Ory
+// Hydra (test/authtest) as the company's authorization server: the gateway discovers Hydra from
+// its issuer, a client-credentials token and a user's authorization-code token (with PKCE) each
+// call a tool, and the decisions name serviceaccount:<client> and user:<sub>. A token for another
+// agent's endpoint, one without the scope, and none at all are refused with the challenges MCP
+// clients follow; the upstream never sees a client's token; no token appears in the gateway's
+// output.
+func TestOAuthGateway(t *testing.T) {
+	g := startOAuthGateway(t)
+	as, base, resource, other, rec, dir, p := g.as, g.base, g.resource, g.other, g.rec, g.dir, g.p
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
 
 	// What an MCP client with nothing but the URL sees: a 401 naming the metadata, which names
 	// the authorization server.
@@ -233,6 +255,64 @@ tool_grants:
 		if principals[p] != w {
 			t.Errorf("decision of %s: %q, want %q (all: %v)", p, principals[p], w, principals)
 		}
+	}
+}
+
+// TestOAuthTypeScriptSDK: the official TypeScript SDK's client (1.32), given nothing but the
+// endpoint's URL, follows the gateway's 401 to the protected resource metadata and to Hydra, logs
+// in (client credentials; and authorization code with PKCE after registering itself
+// dynamically, the login app approving its default user, alice), and calls a tool; the decisions
+// name the service account and the user.
+func TestOAuthTypeScriptSDK(t *testing.T) {
+	tools := nodeTools(t)
+	g := startOAuthGateway(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := g.as.CreateClient(ctx, authserver.Client{ID: "ci-bot", Secret: "ci-bot-secret-0123456789", GrantTypes: []string{"client_credentials"},
+		ResponseTypes: []string{}, Scopes: []string{"mcp:tools"}, Audience: []string{g.resource}}); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(tools, "oauth_client.mjs")
+	src, err := os.ReadFile("node/oauth_client.mjs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"client credentials", []string{"client_credentials", "ci-bot", "ci-bot-secret-0123456789", "from the bot"}},
+		{"authorization code", []string{"authorization_code", "http://127.0.0.1:9/callback", "from alice"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lines := runNode(t, append([]string{script, g.resource}, tt.args...)...)
+			var out struct {
+				Tools []string `json:"tools"`
+				Echo  string   `json:"echo"`
+				Error string   `json:"error"`
+			}
+			if len(lines) != 1 || json.Unmarshal([]byte(lines[0]), &out) != nil || out.Error != "" || out.Echo != tt.args[len(tt.args)-1] {
+				t.Fatalf("the TS SDK client: %v", lines)
+			}
+		})
+	}
+	if code := g.p.stop(t); code != 0 {
+		t.Errorf("gateway exited %d", code)
+	}
+	principals := map[string]bool{}
+	for _, r := range readDecisions(t, filepath.Join(g.dir, ".lush", "decisions.db")) {
+		if r.Event.Action == "tools/call" && r.Event.Outcome == "allow" {
+			principals[r.Event.Principal] = true
+		}
+	}
+	if !principals["serviceaccount:ci-bot"] || !principals["user:alice"] {
+		t.Errorf("the tools/call decisions name %v, want serviceaccount:ci-bot and user:alice", principals)
+	}
+	if n := len(g.rec.headers()); n != 0 {
+		t.Errorf("the upstream received %d Authorization headers", n)
 	}
 }
 

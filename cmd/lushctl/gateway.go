@@ -268,8 +268,17 @@ func printServing(w io.Writer, addr, hash string, store *buildstore.Store, cfg g
 	if cfg.Auth.Dev != nil {
 		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
 	}
+	printOAuth(w, cfg.Auth, "http://"+addr)
 	fmt.Fprintf(w, "  credentials: %s\n", credentials)
 	fmt.Fprintf(w, "  decision log: %s\n", decisionLog) // without a PostgreSQL URL's password
+}
+
+// printOAuth prints the authorization servers whose access tokens the process accepts, and where
+// MCP clients find them (RFC 9728 metadata, served at base).
+func printOAuth(w io.Writer, auth identity.Config, base string) {
+	for _, o := range auth.OAuth {
+		fmt.Fprintf(w, "  oauth: access tokens of %s (clients discover it at %s%s/agents/<name>/mcp)\n", o.Issuer, base, identity.MetadataPath)
+	}
 }
 
 // printExtAuthz prints where the ext_authz server listens, when it runs.

@@ -255,6 +255,7 @@ func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gatew
 	if cfg.Auth.Dev != nil {
 		fmt.Fprintf(w, "  dev mode: requests without credentials act as %s\n", cfg.Auth.Dev.Principal)
 	}
+	printOAuth(w, cfg.Auth, url)
 	fmt.Fprintf(w, "  decision log: %s (auditors: %s/ui/, lushctl audit verify)\n", st.Log().Path(), url)
 }
 

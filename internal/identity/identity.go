@@ -2,9 +2,13 @@
 // request into a Caller (a principal, its groups, and for delegated calls the agent acting and
 // the chain of agents), or into an Error that is safe to show the client.
 //
-// Callers present a JWT bearer token (verified against the issuer's JWKS or a key file), an API
-// key (configured by its SHA-256 digest), an identity header set by a trusted proxy, or a
-// delegation token signed by agentd. In dev mode a request with no credentials at all acts as a
+// Callers present a JWT bearer token (verified against the issuer's JWKS or a key file), an
+// OAuth access token of a configured authorization server (discovered through its RFC 8414 or
+// OpenID Connect metadata; a JWT verified with its JWKS, or an opaque token introspected, and
+// issued for the protected resource the request is for), an API key (configured by its SHA-256
+// digest), an identity header set by a trusted proxy, or a delegation token signed by agentd.
+// With OAuth, the Authenticator also says what the resources are (RFC 9728 metadata) and how a
+// refusal challenges the client (WWW-Authenticate). In dev mode a request with no credentials at all acts as a
 // fixed principal. Credentials that are presented but invalid never fall back to another method,
 // and no error, Caller field or panic ever contains a token, key or secret.
 package identity
@@ -239,7 +243,9 @@ func (a *Authenticator) Close() error {
 // Authenticate identifies the caller of r. The error is an *Error (status 401).
 //
 // Resolution order: an Authorization bearer token (a delegation token by its typ header, any
-// other JWT by its issuer, anything else as an API key); an X-API-Key header; the trusted
+// other JWT by its issuer: an auth.oauth access token or an auth.jwt token; anything else as an
+// API key, or, when no API key matches and an authorization server introspects, as an opaque
+// access token); an X-API-Key header; the trusted
 // proxy's identity header; dev mode, only when the request presents no credentials at all. A
 // proxy identity header from an address that is not a trusted proxy is always refused.
 func (a *Authenticator) Authenticate(r *http.Request) (Caller, error) {
