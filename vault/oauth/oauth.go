@@ -502,17 +502,12 @@ func describe(err error) string {
 	}
 	s := err.Error()
 	// zitadel's client appends the response body after the status or the decode error.
-	for _, cut := range []string{"http status not ok: ", "failed to unmarshal response: "} {
-		if i := strings.Index(s, cut); i >= 0 {
-			rest := s[i+len(cut):]
-			if j := strings.IndexByte(rest, ' '); j >= 0 && cut == "http status not ok: " {
-				if k := strings.IndexByte(rest[j+1:], ' '); k >= 0 {
-					rest = rest[:j+1+k]
-				}
-				return "the server answered HTTP " + rest
-			}
-			return "the answer is not an OAuth token response"
-		}
+	if i := strings.Index(s, "http status not ok: "); i >= 0 {
+		rest := s[i+len("http status not ok: "):]
+		return "the server answered HTTP " + rest[:min(3, len(rest))] + " without an OAuth error"
+	}
+	if strings.Contains(s, "failed to unmarshal response: ") {
+		return "the answer is not an OAuth token response"
 	}
 	return bounded(s)
 }

@@ -461,3 +461,22 @@ func TestDiscoveryAndRegistration(t *testing.T) {
 		t.Fatalf("Token for a server without a 401 = %v", err)
 	}
 }
+
+// TestDescribe: what libraries append to an error (a response body, which may hold a token) is
+// never part of a message.
+func TestDescribe(t *testing.T) {
+	const body = `{"access_token":"leaked-token-0123456789"}`
+	tests := []struct {
+		err  error
+		want string
+	}{
+		{fmt.Errorf("http status not ok: 502 Bad Gateway %s", body), "the server answered HTTP 502 without an OAuth error"},
+		{fmt.Errorf("failed to unmarshal response: invalid character %s", body), "the answer is not an OAuth token response"},
+		{context.DeadlineExceeded, "no answer in time"},
+	}
+	for _, tt := range tests {
+		if got := describe(tt.err); got != tt.want || strings.Contains(got, "leaked-token") {
+			t.Errorf("describe(%v) = %q, want %q", tt.err, got, tt.want)
+		}
+	}
+}
