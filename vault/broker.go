@@ -10,6 +10,10 @@
 // Vault are cached for a TTL bounded by their lease; when Vault cannot be reached, a cached value
 // serves until it expires and then lookups fail closed.
 //
+// An oauth credential declared with a flow is obtained per principal instead (vault/oauth): by
+// token exchange of the caller's own token, by client credentials, or from the grant a person gave
+// with the authorization code flow, which the broker keeps (the local file or Vault) and refreshes.
+//
 // A Credential never prints its secret: every formatting, logging and encoding path shows only its
 // type and source.
 package vault
