@@ -183,7 +183,11 @@ func (c *Client) Token(ctx context.Context, r Request) (Token, error) {
 		}
 		if r.SubjectToken == "" {
 			how := "an API key or another credential"
-			if r.Method != "" {
+			switch r.Method {
+			case "":
+			case "delegation":
+				how = "a delegation token of an agent acting for them, which brings no OAuth token (the person did not log in with OAuth, or agentd runs in another process than the gateway)"
+			default:
 				how = "method " + r.Method
 			}
 			return Token{}, &Error{rule: RuleLoginRequired, reason: fmt.Sprintf(
