@@ -134,7 +134,7 @@ credentials:
         client_secret_file: `+ccSecret+`
         servers: [mcp://crm.example.com/mcp]
 `)
-	base, gw := startGateway(t, project, "--config", cfg, "--log-level", "debug")
+	base, gw := startOwnGateway(t, project, "127.0.0.1:0", "--config", cfg, "--log-level", "debug")
 	endpoint := base + "/agents/crm/mcp"
 
 	var answers []string
@@ -201,6 +201,20 @@ credentials:
 			}
 		}
 	}
+}
+
+// startOwnGateway starts `lushctl gateway` on listen for a project that uses no npm servers
+// (startGateway needs the npm tools), and returns its base URL.
+func startOwnGateway(t *testing.T, project, listen string, args ...string) (string, *proc) {
+	t.Helper()
+	ready := filepath.Join(t.TempDir(), "ready")
+	p := startProc(t, nil, lushctlBin, append([]string{"gateway", "--listen", listen, "--ready-file", ready}, append(args, project)...)...)
+	waitReady(t, p, ready)
+	addr, err := os.ReadFile(ready)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "http://" + string(addr), p
 }
 
 func writeFile600(t *testing.T, path, content string) {
@@ -279,7 +293,7 @@ credentials:
         client_secret_file: `+secretFile+`
         servers: [mcp://crm.example.com/mcp]
 `)
-	base, gw := startGateway(t, project, "--config", cfg, "--log-level", "debug", "--listen", gatewayAddr)
+	base, gw := startOwnGateway(t, project, gatewayAddr, "--config", cfg, "--log-level", "debug")
 	asBob := goClient(t, base+"/agents/crm/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": bobKey}))
 	defer asBob.Close()
 	var answers []string
