@@ -168,9 +168,13 @@ func (b *build) manifest() *manifest.Manifest {
 	})
 
 	for _, c := range b.cfg.Credentials {
-		mc := manifest.Credential{Tool: c.Tool.Value, Principal: c.Principal.Value, Type: c.Type.Value, Header: c.Header.Value, Vault: c.Vault.Value}
+		mc := manifest.Credential{Tool: c.Tool.Value, Principal: c.Principal.Value, Type: c.Type.Value, Header: c.Header.Value, Vault: c.Vault.Value,
+			Flow: c.Flow.Value, Audience: c.Audience.Value, Resource: c.Resource.Value}
 		for _, e := range c.Env {
 			mc.Env = append(mc.Env, e.Value)
+		}
+		for _, s := range c.Scopes {
+			mc.Scopes = append(mc.Scopes, s.Value)
 		}
 		m.Credentials = append(m.Credentials, mc)
 	}

@@ -90,7 +90,7 @@ func (b *build) reach(res *upstream.Resolver, ti *toolInfo) {
 func (b *build) declaredCredentials() []manifest.Credential {
 	var out []manifest.Credential
 	for _, c := range b.cfg.Credentials {
-		out = append(out, manifest.Credential{Tool: c.Tool.Value, Principal: c.Principal.Value, Type: c.Type.Value})
+		out = append(out, manifest.Credential{Tool: c.Tool.Value, Principal: c.Principal.Value, Type: c.Type.Value, Flow: c.Flow.Value})
 	}
 	return out
 }

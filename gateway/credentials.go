@@ -6,6 +6,7 @@ import (
 
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
@@ -31,17 +32,29 @@ func privateServers(m *manifest.Manifest) map[string]bool {
 
 // needCredential returns the precondition that looks up the credential a call to ref needs and
 // keeps it in *cred (nil when it needs none).
+// The decision records how the credential was obtained (never the credential).
 func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Option {
-	return enforce.WithPrecondition(func(ctx context.Context) error {
+	return enforce.All(enforce.WithPrecondition(func(ctx context.Context) error {
 		got, err := c.lookupCredential(ctx, ref)
 		*cred = got
 		return err
-	})
+	}), enforce.WithCredentialUse(func() *decisionlog.CredentialUse {
+		if *cred == nil {
+			return nil
+		}
+		cr := *cred
+		return &decisionlog.CredentialUse{Type: cr.Type, Obtained: cr.Provenance(), Source: cr.Source, Act: cr.Act}
+	}))
 }
 
 func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credential, error) {
-	return c.g.broker.Lookup(ctx, vault.Request{Project: c.s.manifest.Project, Tool: ref, Principal: c.caller.ID,
-		Groups: c.caller.Groups, Declared: c.s.manifest.Credentials})
+	r := vault.Request{Project: c.s.manifest.Project, Tool: ref, Principal: c.caller.ID,
+		Groups: c.caller.Groups, Declared: c.s.manifest.Credentials,
+		Chain: c.input("", nil).Chain, SubjectToken: c.caller.Token.Reveal(), Method: string(c.caller.Method)}
+	if t, ok := c.s.manifest.Tool(ref); ok && t.Remote != nil {
+		r.URL = t.Remote.URL
+	}
+	return c.g.broker.Lookup(ctx, r)
 }
 
 // server returns the connection a call to ref goes through: the caller's private one when the call

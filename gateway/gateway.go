@@ -43,6 +43,7 @@ import (
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/policies/policyhttp"
 	"github.com/lush-agents/lush/vault"
+	"github.com/lush-agents/lush/vault/oauth"
 )
 
 // extAuthzGrace bounds how long Close waits for Checks in flight.
@@ -87,6 +88,7 @@ type Gateway struct {
 	gate      *policyhttp.Gate // authenticates the callers of the agents' endpoints
 	pool      *upstream.Pool
 	broker    *vault.Broker
+	logins    logins // pending OAuth logins (oauthlogin.go)
 	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
 	transport *mcphttp.Server
 	verify    *bundle.VerificationConfig
@@ -380,6 +382,8 @@ func (g *Gateway) Handler() http.Handler {
 		mux.Handle(prefix+"/sse", g.agentEndpoint(http.HandlerFunc(g.transport.LegacySSE)))
 		mux.Handle(prefix+"/message", g.agentEndpoint(http.HandlerFunc(g.transport.LegacyMessages)))
 	}
+	mux.Handle("GET "+oauth.LoginPath, g.gate.Authenticated(http.HandlerFunc(g.oauthLogin)))
+	mux.HandleFunc("GET "+oauth.CallbackPath, g.oauthCallback)
 	mux.HandleFunc("GET /health", g.health)
 	if g.metrics != nil {
 		mux.Handle("GET /metrics", g.metrics.Handler())

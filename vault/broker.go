@@ -10,6 +10,10 @@
 // Vault are cached for a TTL bounded by their lease; when Vault cannot be reached, a cached value
 // serves until it expires and then lookups fail closed.
 //
+// An oauth credential declared with a flow is obtained per principal instead (vault/oauth): by
+// token exchange of the caller's own token, by client credentials, or from the grant a person gave
+// with the authorization code flow, which the broker keeps (the local file or Vault) and refreshes.
+//
 // A Credential never prints its secret: every formatting, logging and encoding path shows only its
 // type and source.
 package vault
@@ -21,6 +25,7 @@ import (
 	"log/slog"
 	"maps"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -30,7 +35,12 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/vault/oauth"
 )
+
+// RegistrationsFile is where, beside the credentials file, the OAuth clients the gateway
+// registered dynamically (RFC 7591) are kept.
+const RegistrationsFile = "oauth-clients.json"
 
 // DefaultCacheTTL is how long a value without a lease (a KV secret) is reused.
 const DefaultCacheTTL = 5 * time.Minute
@@ -45,6 +55,9 @@ type Config struct {
 	// Vault, when set, is where service accounts' credentials (and, with users: true, users')
 	// come from.
 	Vault *VaultConfig `yaml:"vault"`
+	// OAuth, when set, is how the gateway gets tokens for lush.yaml's oauth credentials with a
+	// flow: token exchange and its clients at upstreams' authorization servers.
+	OAuth *oauth.Config `yaml:"oauth"`
 }
 
 // Check validates the config and names the field at fault.
@@ -57,6 +70,9 @@ func (c Config) Check() error {
 		v := c.Vault.withDefaults()
 		p = append(p, v.check()...)
 	}
+	if err := c.OAuth.Check(); err != nil {
+		p = append(p, err.Error())
+	}
 	if len(p) > 0 {
 		return errors.New(strings.Join(p, "; "))
 	}
@@ -68,8 +84,11 @@ type Broker struct {
 	cfg   Config
 	file  *File
 	vault *vaultClient
+	oauth *oauth.Client // nil without credentials.oauth
 	log   *slog.Logger
 	now   func() time.Time
+
+	oauthOpts []oauth.Option
 
 	mu     sync.Mutex
 	cache  map[string]*cached
@@ -93,7 +112,9 @@ type Option func(*Broker)
 func WithLogger(l *slog.Logger) Option { return func(b *Broker) { b.log = l } }
 
 // WithClock replaces time.Now, for tests of expiry.
-func WithClock(now func() time.Time) Option { return func(b *Broker) { b.now = now } }
+func WithClock(now func() time.Time) Option {
+	return func(b *Broker) { b.now = now; b.oauthOpts = append(b.oauthOpts, oauth.WithClock(now)) }
+}
 
 // New returns a broker. It does not contact Vault: the first lookup that needs it logs in.
 func New(cfg Config, opts ...Option) (*Broker, error) {
@@ -109,6 +130,16 @@ func New(cfg Config, opts ...Option) (*Broker, error) {
 	}
 	if cfg.File != "" {
 		b.file = OpenFile(cfg.File)
+	}
+	if cfg.OAuth != nil {
+		if cfg.File != "" {
+			b.oauthOpts = append(b.oauthOpts, oauth.WithRegistrations(filepath.Join(filepath.Dir(cfg.File), RegistrationsFile)))
+		}
+		oc, err := oauth.New(*cfg.OAuth, b.oauthOpts...)
+		if err != nil {
+			return nil, err
+		}
+		b.oauth = oc
 	}
 	if cfg.Vault != nil {
 		v := cfg.Vault.withDefaults()
@@ -138,6 +169,9 @@ func (b *Broker) Sources() string {
 	if b.file != nil {
 		s = append(s, "file "+b.file.Path())
 	}
+	if b.oauth != nil {
+		s = append(s, "oauth")
+	}
 	if len(s) == 0 {
 		return "none"
 	}
@@ -152,6 +186,12 @@ type Request struct {
 	Principal string
 	Groups    []string
 	Declared  []manifest.Credential // the build's mcp_credentials
+
+	// For oauth credentials with a flow:
+	URL          string   // where the server is reached: the default audience and resource
+	Chain        []string // the acting agents, outermost caller first
+	SubjectToken string   // the caller's own access token, for token exchange ("" if none)
+	Method       string   // how the caller authenticated, for messages
 }
 
 // Needs reports whether the build declares a credential for tool: then no call reaches it
@@ -200,6 +240,12 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 			Fixes:  []string{b.authAddHint(r.Tool, r.Principal, decls[0])}}
 	}
 
+	if decl.Type == TypeOAuth && (decl.Flow == oauth.FlowTokenExchange || decl.Flow == oauth.FlowClientCredentials) {
+		return b.fromOAuth(ctx, *decl, r)
+	}
+	if decl.Type == TypeOAuth && decl.Flow == oauth.FlowAuthorizationCode {
+		return b.fromGrant(ctx, *decl, r)
+	}
 	missing := &MissingError{Tool: r.Tool, Principal: r.Principal, Type: decl.Type}
 	for _, src := range b.sources(r.Principal, decl) {
 		switch src {
@@ -236,6 +282,187 @@ func (b *Broker) Lookup(ctx context.Context, r Request) (*Credential, error) {
 		missing.Detail = "the gateway has no credential source for it: configure credentials.file or credentials.vault in its config (docs/credentials.md)"
 	}
 	return nil, missing
+}
+
+// fromOAuth gets a token by the declaration's flow. Its errors (*oauth.Error) name their rule
+// and tell the caller what to do; none holds a token.
+func (b *Broker) fromOAuth(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
+	tok, err := b.oauth.Token(ctx, OAuthRequest(d, r))
+	if err != nil {
+		return nil, err
+	}
+	src := "token exchange at " + tok.Issuer
+	if tok.Obtained == oauth.ObtainedClientCredentials {
+		src = "client credentials at " + tok.Issuer
+	}
+	return &Credential{Type: TypeOAuth, Token: tok.AccessToken, Source: src, Obtained: tok.Obtained, Act: tok.Act}, nil
+}
+
+// grantMargin is how long before its expiry a stored grant's access token is refreshed.
+const grantMargin = time.Minute
+
+// OAuthRequest is the request to vault/oauth for a declaration with a flow.
+func OAuthRequest(d manifest.Credential, r Request) oauth.Request {
+	return oauth.Request{Server: r.Tool, URL: r.URL, Principal: r.Principal, Chain: r.Chain,
+		SubjectToken: r.SubjectToken, Method: r.Method, Flow: d.Flow, Scopes: d.Scopes, Audience: d.Audience, Resource: d.Resource}
+}
+
+// fromGrant returns the access token of the principal's stored grant (flow authorization_code),
+// refreshing it first when it expires within a minute and writing the refreshed grant back where
+// it is kept (the local file, or Vault for principals whose credentials Vault holds). No grant,
+// or one the server refuses to refresh, is a denial that says to run lushctl auth login.
+// Refreshes of one grant are made one at a time and always with the refresh token last stored
+// (servers rotate refresh tokens, and a reused one fails and may revoke the grant).
+func (b *Broker) fromGrant(ctx context.Context, d manifest.Credential, r Request) (*Credential, error) {
+	or := OAuthRequest(d, r)
+	gs, err := b.grantStore(d, r)
+	if err != nil {
+		return nil, b.oauth.NoGrant(or, err.Error())
+	}
+	c, ok, err := gs.load(ctx, false)
+	switch {
+	case err != nil:
+		return nil, err
+	case !ok || c.Token == "":
+		return nil, b.oauth.NoGrant(or, "no grant is stored for them")
+	}
+	c.Obtained = oauth.ObtainedStoredGrant
+	if c.Expiry.IsZero() || b.now().Add(grantMargin).Before(c.Expiry) {
+		return &c, nil
+	}
+	if c.RefreshToken == "" {
+		return nil, b.oauth.NoGrant(or, "the stored access token has expired and the grant has no refresh token (ask for the offline_access scope where the server needs it)")
+	}
+	v, err, _ := b.flight.Do("grant\x00"+gs.where, func() (any, error) {
+		// Read the grant again: a refresh that just ended has stored a new token.
+		cur, ok, err := gs.load(ctx, true)
+		switch {
+		case err != nil:
+			return nil, err
+		case !ok || cur.Token == "" || cur.RefreshToken == "":
+			return nil, b.oauth.NoGrant(or, "no grant is stored for them")
+		}
+		cur.Obtained = oauth.ObtainedStoredGrant
+		if cur.Token != c.Token && b.now().Add(grantMargin/2).Before(cur.Expiry) {
+			return cur, nil
+		}
+		g, err := b.oauth.Refresh(ctx, or, cur.RefreshToken)
+		if err != nil {
+			return nil, err
+		}
+		n := cur
+		n.Token, n.RefreshToken, n.Expiry, n.Issuer = g.AccessToken, g.RefreshToken, g.Expiry, g.Issuer
+		if err := gs.save(ctx, n); err != nil {
+			b.log.Warn("the refreshed OAuth grant could not be stored; it is used for this call", "tool", r.Tool, "principal", r.Principal, "err", err)
+		}
+		return n, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	got := v.(Credential)
+	return &got, nil
+}
+
+// grantStore is where one principal's grant for one server is kept.
+type grantStore struct {
+	where string // "file <path>" or "vault <path>", also the key of its refreshes
+	load  func(ctx context.Context, fresh bool) (Credential, bool, error)
+	save  func(ctx context.Context, c Credential) error
+}
+
+// grantStore returns where the grant of r's principal is kept: Vault for the principals whose
+// credentials Vault holds (service accounts with credentials.vault, a declaration with vault:,
+// users with credentials.vault.users), else the local file.
+func (b *Broker) grantStore(d manifest.Credential, r Request) (grantStore, error) {
+	srcs := b.sources(r.Principal, &d)
+	if slices.Contains(srcs, "vault") && (d.Vault != "" || b.cfg.Vault.Users || strings.HasPrefix(r.Principal, "serviceaccount:")) {
+		tmpl := d.Vault
+		if tmpl == "" {
+			tmpl = b.cfg.Vault.Path
+		}
+		path, err := Render(tmpl, Target{Project: r.Project, Tool: r.Tool, Principal: r.Principal, Type: d.Type})
+		if err != nil {
+			return grantStore{}, err
+		}
+		return grantStore{where: "vault " + path,
+			load: func(ctx context.Context, fresh bool) (Credential, bool, error) {
+				if fresh {
+					b.mu.Lock()
+					delete(b.cache, cacheKey(path, d))
+					b.mu.Unlock()
+				}
+				c, err := b.fromVault(ctx, path, d, r)
+				if errors.Is(err, errNotFound) {
+					return Credential{}, false, nil
+				}
+				var m *MissingError
+				if errors.As(err, &m) {
+					return Credential{}, false, nil
+				}
+				return c, err == nil, err
+			},
+			save: func(ctx context.Context, c Credential) error {
+				ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.Vault.Timeout)
+				defer cancel()
+				fields := map[string]any{"access_token": c.Token, "refresh_token": c.RefreshToken, "issuer": c.Issuer}
+				if !c.Expiry.IsZero() {
+					fields["expiry"] = c.Expiry.UTC().Format(time.RFC3339)
+				}
+				if err := b.vault.write(ctx, path, fields); err != nil {
+					return err
+				}
+				b.mu.Lock()
+				delete(b.cache, cacheKey(path, d))
+				b.mu.Unlock()
+				return nil
+			}}, nil
+	}
+	if b.file == nil {
+		return grantStore{}, errors.New("the gateway has nowhere to keep grants (credentials.file or credentials.vault)")
+	}
+	return grantStore{where: "file " + b.file.Path() + "\x00" + r.Tool + "\x00" + r.Principal,
+		load: func(context.Context, bool) (Credential, bool, error) {
+			c, ok, err := b.fromFile(r)
+			if err != nil {
+				return Credential{}, false, &UnavailableError{Tool: r.Tool, Principal: r.Principal, Source: "file " + b.file.Path(), Err: err}
+			}
+			return c, ok, nil
+		},
+		save: func(_ context.Context, c Credential) error {
+			_, err := b.file.Add(FileEntry{Tool: r.Tool, Principal: r.Principal, Credential: c})
+			return err
+		}}, nil
+}
+
+// OAuth is the broker's OAuth client (nil without credentials.oauth).
+func (b *Broker) OAuth() *oauth.Client { return b.oauth }
+
+// StoreGrant keeps the grant r's principal gave Lush for r's server (flow authorization_code)
+// where its credentials are kept: Vault or the local file (see grantStore).
+func (b *Broker) StoreGrant(ctx context.Context, r Request, g oauth.Grant) error {
+	d, ok := Declaration(r.Declared, r.Tool, r.Principal, r.Groups)
+	if !ok {
+		return fmt.Errorf("the build declares no credential of %s for %s", r.Principal, r.Tool)
+	}
+	gs, err := b.grantStore(*d, r)
+	if err != nil {
+		return err
+	}
+	return gs.save(ctx, Credential{Type: TypeOAuth, Token: g.AccessToken, RefreshToken: g.RefreshToken, Expiry: g.Expiry, Issuer: g.Issuer})
+}
+
+// Declaration is the declaration that applies to principal (with groups) on tool: its own, else
+// the first of its groups'.
+func Declaration(declared []manifest.Credential, tool, principal string, groups []string) (*manifest.Credential, bool) {
+	var decls []manifest.Credential
+	for _, d := range declared {
+		if d.Tool == tool {
+			decls = append(decls, d)
+		}
+	}
+	d := pick(decls, principal, groups)
+	return d, d != nil
 }
 
 // pick chooses the declaration for a principal: its own, else the first of its groups'.
@@ -339,11 +566,16 @@ func fieldsOf(d manifest.Credential) []string {
 
 var errNotFound = errors.New("no secret")
 
+// cacheKey identifies a value read from Vault for a declaration.
+func cacheKey(path string, d manifest.Credential) string {
+	return path + "\x00" + d.Type + "\x00" + d.Header + "\x00" + strings.Join(d.Env, ",")
+}
+
 // fromVault returns the credential at path, from the cache while it is fresh. A stale value is
 // read (or its lease renewed) again; if Vault cannot be reached it serves until it expires.
 // Vault's refusal (403) or a secret that is gone ends it at once.
 func (b *Broker) fromVault(ctx context.Context, path string, d manifest.Credential, r Request) (Credential, error) {
-	key := path + "\x00" + d.Type + "\x00" + d.Header + "\x00" + strings.Join(d.Env, ",")
+	key := cacheKey(path, d)
 	b.mu.Lock()
 	e := b.cache[key]
 	b.mu.Unlock()
@@ -467,6 +699,12 @@ func secretCredential(s *api.Secret, path string, d manifest.Credential, r Reque
 	switch d.Type {
 	case TypeBearer, TypeOAuth:
 		need(&c.Token, "token", "access_token")
+		if d.Type == TypeOAuth { // a stored grant (flow authorization_code)
+			c.RefreshToken, c.Issuer = str("refresh_token"), str("issuer")
+			if exp, err := time.Parse(time.RFC3339, str("expiry")); err == nil {
+				c.Expiry = exp
+			}
+		}
 	case TypeAPIKey:
 		need(&c.Key, "key", "api_key")
 		c.Header = d.Header

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Credential types, as declared in lush.yaml mcp_credentials.
@@ -41,6 +42,24 @@ type Credential struct {
 	Password string            // basic
 	Env      map[string]string // env: variable -> value
 	Source   string            // where it came from, for messages: "file .lush/credentials.local", "vault secret/data/…"
+	// Obtained is how it was obtained, for the decision record: exchange, stored_grant,
+	// client_credentials or static (a stored credential; "" means static).
+	Obtained string
+	// Act is the acting chain an exchanged token carries (outermost actor first), for the record.
+	Act []string
+	// A stored OAuth grant (flow authorization_code): the refresh token (secret), when Token
+	// expires (zero: unknown), and the authorization server that issued them.
+	RefreshToken string
+	Expiry       time.Time
+	Issuer       string
+}
+
+// Provenance is how the credential was obtained: Obtained, or static for a stored credential.
+func (c Credential) Provenance() string {
+	if c.Obtained == "" {
+		return "static"
+	}
+	return c.Obtained
 }
 
 // Headers are the HTTP headers that present the credential to a remote server.
@@ -86,7 +105,7 @@ func (c Credential) Fingerprint(key []byte) string {
 // secrets lists the credential's secret values, for scrubbing messages that might echo them.
 func (c Credential) secrets() []string {
 	var out []string
-	for _, s := range []string{c.Token, c.Key, c.Password} {
+	for _, s := range []string{c.Token, c.Key, c.Password, c.RefreshToken} {
 		if s != "" {
 			out = append(out, s)
 		}

@@ -56,7 +56,12 @@ type fileRecord struct {
 	Username  string            `json:"username,omitempty"`
 	Password  string            `json:"password,omitempty"`
 	Env       map[string]string `json:"env,omitempty"`
-	Added     time.Time         `json:"added"`
+	// An OAuth grant (flow authorization_code): the refresh token, when the access token
+	// expires, and the authorization server that issued them.
+	RefreshToken string     `json:"refresh_token,omitempty"`
+	Expiry       *time.Time `json:"expiry,omitempty"`
+	Issuer       string     `json:"issuer,omitempty"`
+	Added        time.Time  `json:"added"`
 }
 
 type fileContents struct {
@@ -148,8 +153,11 @@ func readFile(path string, st fs.FileInfo) ([]FileEntry, error) {
 	for i, r := range c.Credentials {
 		e := FileEntry{Tool: r.Tool, Principal: r.Principal, Added: r.Added, Credential: Credential{
 			Type: r.Type, Token: r.Token, Header: r.Header, Key: r.Key, Username: r.Username, Password: r.Password, Env: r.Env,
-			Source: "file " + path,
+			RefreshToken: r.RefreshToken, Issuer: r.Issuer, Source: "file " + path,
 		}}
+		if r.Expiry != nil {
+			e.Credential.Expiry = *r.Expiry
+		}
 		if err := e.check(); err != nil {
 			return nil, fmt.Errorf("credentials %s: credentials[%d]: %w", path, i, err)
 		}
@@ -278,8 +286,14 @@ func (f *File) update(change func([]FileEntry) []FileEntry) error {
 	c := fileContents{Version: fileVersion, Credentials: make([]fileRecord, 0, len(entries))}
 	for _, e := range entries {
 		k := e.Credential
-		c.Credentials = append(c.Credentials, fileRecord{Tool: e.Tool, Principal: e.Principal, Type: k.Type, Token: k.Token,
-			Header: k.Header, Key: k.Key, Username: k.Username, Password: k.Password, Env: k.Env, Added: e.Added})
+		r := fileRecord{Tool: e.Tool, Principal: e.Principal, Type: k.Type, Token: k.Token,
+			Header: k.Header, Key: k.Key, Username: k.Username, Password: k.Password, Env: k.Env,
+			RefreshToken: k.RefreshToken, Issuer: k.Issuer, Added: e.Added}
+		if !k.Expiry.IsZero() {
+			exp := k.Expiry.UTC()
+			r.Expiry = &exp
+		}
+		c.Credentials = append(c.Credentials, r)
 	}
 	data, err := json.MarshalIndent(c, "", "  ")
 	if err != nil {

@@ -312,6 +312,22 @@ func (v *vaultClient) read(ctx context.Context, path string) (*api.Secret, error
 	}
 }
 
+// write writes a secret's fields at a logical path: KV version 2 when the path has a /data/
+// segment (the fields go under data), else as they are.
+func (v *vaultClient) write(ctx context.Context, path string, fields map[string]any) error {
+	if err := v.login(ctx); err != nil {
+		return err
+	}
+	body := fields
+	if strings.Contains(path, "/data/") {
+		body = map[string]any{"data": fields}
+	}
+	if _, err := v.client.Logical().WriteWithContext(ctx, path, body); err != nil {
+		return fmt.Errorf("write %s: %w", path, describe(err))
+	}
+	return nil
+}
+
 // renewLease extends a secret's lease.
 func (v *vaultClient) renewLease(ctx context.Context, leaseID string, increment time.Duration) (*api.Secret, error) {
 	if err := v.login(ctx); err != nil {

@@ -34,7 +34,7 @@ production (docs/credentials.md).
 The file is JSON with mode 0600; the gateway refuses it if others can read it. Secrets are read
 from a prompt or from standard input, never from the command line.`,
 	}
-	cmd.AddCommand(newAuthAddCmd(), newAuthListCmd(), newAuthRemoveCmd())
+	cmd.AddCommand(newAuthAddCmd(), newAuthListCmd(), newAuthRemoveCmd(), newAuthLoginCmd())
 	return cmd
 }
 
@@ -442,6 +442,20 @@ func detail(c vault.Credential) string {
 		}
 		slices.Sort(names)
 		return "env " + strings.Join(names, ", ")
+	case vault.TypeOAuth:
+		if c.Issuer != "" || c.RefreshToken != "" {
+			d := "Authorization: Bearer; OAuth grant"
+			if c.Issuer != "" {
+				d += " from " + c.Issuer
+			}
+			if c.RefreshToken != "" {
+				d += ", refreshable"
+			}
+			if !c.Expiry.IsZero() {
+				d += ", access token until " + c.Expiry.UTC().Format(time.RFC3339)
+			}
+			return d
+		}
 	}
 	return "Authorization: Bearer"
 }
@@ -455,13 +469,19 @@ func orDash(s string) string {
 
 func newAuthRemoveCmd() *cobra.Command {
 	var f authFlags
+	var config string
 	cmd := &cobra.Command{
 		Use:   "remove <mcp server>",
 		Short: "Delete a credential from .lush/credentials.local",
 		Long: `remove deletes the credential of a principal (default user:<login>) for an MCP server.
-Exits 1 when there was none.`,
+Exits 1 when there was none.
+
+For an OAuth grant stored by auth login, give --config (the gateway config naming the client at
+the server's authorization server): the refresh token is revoked there first (RFC 7009) when
+the server offers revocation. A revocation that fails keeps the grant, so it can be retried.`,
 		Example: `  lushctl auth remove mcp://notes.example.com/mcp
-  lushctl auth remove mcp://notes.example.com/mcp --principal serviceaccount:digest-bot`,
+  lushctl auth remove mcp://notes.example.com/mcp --principal serviceaccount:digest-bot
+  lushctl auth remove mcp://crm.example.com/mcp --principal user:alice --config gateway.yaml`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			ref, who, err := f.target(a[0])
@@ -469,6 +489,13 @@ Exits 1 when there was none.`,
 				return err
 			}
 			file := f.file()
+			revoked, err := revokeGrant(cmd, f.project, config, file, ref, who)
+			if err != nil {
+				return err
+			}
+			if revoked {
+				fmt.Fprintf(cmd.ErrOrStderr(), "revoked the refresh token of %s for %s at its authorization server\n", who, ref)
+			}
 			removed, err := file.Remove(ref.String(), who)
 			if err != nil {
 				return err
@@ -488,5 +515,35 @@ Exits 1 when there was none.`,
 		},
 	}
 	f.register(cmd)
+	cmd.Flags().StringVar(&config, "config", "", "the gateway config, to revoke a stored OAuth grant's refresh token (credentials.oauth.clients)")
 	return cmd
+}
+
+// revokeGrant revokes the refresh token of a stored grant when --config is given and the entry
+// holds one. It reports whether it revoked.
+func revokeGrant(cmd *cobra.Command, project, config string, file *vault.File, ref toolref.Ref, who string) (bool, error) {
+	entries, err := file.Entries()
+	if err != nil {
+		return false, err
+	}
+	i := slices.IndexFunc(entries, func(e vault.FileEntry) bool { return e.Tool == ref.String() && e.Principal == who })
+	if i < 0 || entries[i].Credential.RefreshToken == "" {
+		return false, nil
+	}
+	if config == "" {
+		fmt.Fprintf(cmd.ErrOrStderr(), "the stored grant has a refresh token; give --config to revoke it at the authorization server too\n")
+		return false, nil
+	}
+	oc, r, err := oauthTarget(project, config, ref, who)
+	if err != nil {
+		return false, err
+	}
+	ok, err := oc.Revoke(cmd.Context(), r, entries[i].Credential.RefreshToken)
+	if err != nil {
+		return false, failed("revoke the refresh token (the grant is kept): %v", err)
+	}
+	if !ok {
+		fmt.Fprintf(cmd.ErrOrStderr(), "the authorization server offers no revocation endpoint; the refresh token stays valid there until it expires\n")
+	}
+	return ok, nil
 }

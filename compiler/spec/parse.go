@@ -3,6 +3,7 @@ package spec
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"regexp"
 	"slices"
 	"strconv"
@@ -33,12 +34,13 @@ var (
 	serverFields     = []string{"url", "transport", "args", "env", "timeout"}
 	toolGrantFields  = []string{"tool", "grants"}
 	grantFields      = []string{"principal", "access", "tools"}
-	credentialFields = []string{"type", "header", "env", "vault"}
+	credentialFields = []string{"type", "header", "env", "vault", "flow", "scopes", "audience", "resource"}
 	authzFields      = []string{"max_call_depth", "approval_required_for"}
 	rateLimitFields  = []string{"principal", "tool", "rate", "burst"}
 	localToolFields  = []string{"name", "description", "command", "input_schema", "output_schema", "access", "risk", "timeout"}
 
 	envName    = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	oauthScope = regexp.MustCompile(`^[\x21\x23-\x5B\x5D-\x7E]+$`) // RFC 6749 scope-token
 	headerName = regexp.MustCompile(`^[A-Za-z0-9!#$%&'*+.^_|~-]+$`)
 )
 
@@ -833,10 +835,33 @@ func (d *decoder) credentials(ref Scalar[string], n *yaml.Node) []Credential {
 				}
 			case "vault":
 				c.Vault, _ = d.str(v, "vault")
+			case "flow":
+				c.Flow, _ = d.enum(v, "flow", OAuthFlows)
+			case "scopes":
+				for _, s := range d.strs(v, "scopes") {
+					if oauthScope.MatchString(s.Value) {
+						c.Scopes = append(c.Scopes, s)
+					} else {
+						d.l.ErrorHint(s.Pos, "invalid-value", "write one scope per item, such as crm.read", "scope %q is not an OAuth scope (printable ASCII without spaces, quotes or backslashes)", s.Value)
+					}
+				}
+			case "audience":
+				c.Audience, _ = d.str(v, "audience")
+				if c.Audience.Set() && strings.TrimSpace(c.Audience.Value) == "" {
+					d.l.ErrorHint(c.Audience.Pos, "invalid-value", "remove it to use the server's URL, or name the audience the upstream expects", "audience is empty")
+				}
+			case "resource":
+				if s, ok := d.str(v, "resource"); ok {
+					c.Resource = s
+					if u, err := url.Parse(s.Value); err != nil || !u.IsAbs() || u.Fragment != "" || (u.Scheme != "https" && u.Scheme != "http") {
+						d.l.ErrorHint(s.Pos, "invalid-value", "write the upstream's absolute URL, such as https://crm.example.com/mcp (RFC 8707)", "resource %q is not an absolute http(s) URL without a fragment", s.Value)
+					}
+				}
 			}
 		}) || !c.Type.Set() {
 			continue
 		}
+		d.checkOAuth(&c)
 		switch {
 		case c.Header.Set() && c.Type.Value != "api_key":
 			d.l.ErrorHint(c.Header.Pos, "invalid-field", "remove header:, or use type: api_key", "header: applies to type api_key only")
@@ -848,6 +873,45 @@ func (d *decoder) credentials(ref Scalar[string], n *yaml.Node) []Credential {
 		out = append(out, c)
 	}
 	return out
+}
+
+// checkOAuth checks the fields of an OAuth credential's flow: flow only with type oauth;
+// scopes, audience and resource only with a flow (a stored static token has none); client
+// credentials only for service accounts (the token is the gateway's own, not a user's); a Vault
+// path only where something is stored (a static token or an authorization-code grant).
+func (d *decoder) checkOAuth(c *Credential) {
+	if !c.Flow.Set() {
+		if c.Type.Value == "oauth" {
+			for _, f := range []struct {
+				set  bool
+				pos  diag.Pos
+				name string
+			}{{len(c.Scopes) > 0, c.Pos, "scopes"}, {c.Audience.Set(), c.Audience.Pos, "audience"}, {c.Resource.Set(), c.Resource.Pos, "resource"}} {
+				if f.set {
+					d.l.ErrorHint(f.pos, "invalid-field", "add flow: token_exchange, authorization_code or client_credentials, or remove "+f.name+":",
+						"%s: applies to an oauth credential with a flow; without one the token is stored as it is", f.name)
+				}
+			}
+		}
+		return
+	}
+	if c.Type.Value != "oauth" {
+		d.l.ErrorHint(c.Flow.Pos, "invalid-field", "use type: oauth, or remove flow:", "flow: applies to type oauth only")
+		return
+	}
+	switch c.Flow.Value {
+	case "client_credentials":
+		if !strings.HasPrefix(c.Principal.Value, "serviceaccount:") {
+			d.l.ErrorHint(c.Flow.Pos, "credential-flow", "use flow: token_exchange or authorization_code for users and groups, or declare it for a serviceaccount:",
+				"flow client_credentials gets the gateway's own token, which names no user: it is for service accounts, not %s", c.Principal.Value)
+		}
+		fallthrough
+	case "token_exchange":
+		if c.Vault.Set() {
+			d.l.ErrorHint(c.Vault.Pos, "invalid-field", "remove vault:; the gateway's client secrets are in its config (credentials.oauth)",
+				"vault: names where a stored credential is; flow %s stores none", c.Flow.Value)
+		}
+	}
 }
 
 // ParseLocalTool parses tools/<name>/tool.yaml.

@@ -58,6 +58,10 @@ const (
 // CredentialTypes are the kinds of credential an MCP server can need.
 var CredentialTypes = []string{"oauth", "bearer", "api_key", "basic", "env"}
 
+// OAuthFlows are the ways the gateway gets an oauth credential per principal (absent: a stored
+// static token).
+var OAuthFlows = []string{"token_exchange", "authorization_code", "client_credentials"}
+
 // Transports are the ways to reach a remote MCP server.
 var Transports = []string{"streamable-http", "sse"}
 
@@ -234,6 +238,10 @@ type Credential struct {
 	Header    Scalar[string]   // api_key: the header carrying the key
 	Env       []Scalar[string] // env: the variables the secret provides
 	Vault     Scalar[string]   // optional Vault path template
+	Flow      Scalar[string]   // oauth: how the token is obtained (OAuthFlows); unset: stored
+	Scopes    []Scalar[string] // oauth with a flow: the scopes asked for
+	Audience  Scalar[string]   // oauth with a flow: the audience asked for (default: the server's URL)
+	Resource  Scalar[string]   // oauth with a flow: the RFC 8707 resource (default: the server's URL)
 	Pos       diag.Pos
 }
 

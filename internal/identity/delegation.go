@@ -37,6 +37,9 @@ type Delegation struct {
 	Agent     string
 	Chain     []string // must end with Agent
 	TTL       time.Duration
+	// Subject is the caller's OAuth access token, remembered by the signer's SubjectTokens (if
+	// any) under the token's id; never part of the token.
+	Subject SubjectToken
 }
 
 // maxChain bounds a delegation chain (the policy's max_call_depth is far smaller).
@@ -48,6 +51,7 @@ type Signer struct {
 	kid      string
 	audience string
 	now      func() time.Time
+	subjects *SubjectTokens // KeepSubjectTokens
 }
 
 // NewSigner returns a signer for tokens to audience ("" means DefaultDelegationAudience). A key
@@ -99,6 +103,9 @@ func (s *Signer) Sign(d Delegation) (string, error) {
 		return "", fmt.Errorf("sign delegation: token id: %w", err)
 	}
 	now := s.now().Unix()
+	if d.Subject.Set() && s.subjects != nil {
+		s.subjects.remember(base64.RawURLEncoding.EncodeToString(jti[:]), d.Subject, s.now().Add(d.TTL))
+	}
 	payload, err := json.Marshal(delegationClaims{
 		Iss: DelegationIssuer, Aud: s.audience, Sub: d.Principal, Groups: normGroups(d.Groups),
 		Agent: d.Agent, Chain: d.Chain, Iat: now, Nbf: now, Exp: now + int64(d.TTL/time.Second),

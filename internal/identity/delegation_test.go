@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -311,5 +312,56 @@ func TestDelegationKeyRotation(t *testing.T) {
 		if _, err := a.Authenticate(bearerReq(tok)); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestDelegationSubjectTokens: a delegation signed for a caller with an OAuth token gives that
+// token back to the delegated caller in the process that signed it, never in the delegation token
+// itself, and not after the delegation expires or in a process without the store.
+func TestDelegationSubjectTokens(t *testing.T) {
+	const subject = "alice-oauth-access-token-0123456789"
+	a, s, clk := delegationAuth(t, nil)
+	st := NewSubjectTokens()
+	st.now = clk.now
+	s.KeepSubjectTokens(st)
+	d := goodDelegation
+	d.Subject = NewSubjectToken(subject)
+	tok, err := s.Sign(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if payload, _ := base64.RawURLEncoding.DecodeString(strings.Split(tok, ".")[1]); strings.Contains(string(payload), subject) || strings.Contains(tok, subject) {
+		t.Fatal("the delegation token holds the subject token")
+	}
+	tests := []struct {
+		name  string
+		keep  bool
+		after time.Duration
+		want  string
+	}{
+		{"no store", false, 0, ""},
+		{"same process", true, 0, subject},
+		{"after the delegation expired", true, 2 * time.Minute, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.keep {
+				a.KeepSubjectTokens(st)
+			}
+			clk.advance(tt.after)
+			got, err := a.Authenticate(bearerReq(tok))
+			if tt.after > 0 {
+				if err == nil && got.Token.Reveal() != "" {
+					t.Error("an expired delegation still gives the subject token")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Token.Reveal() != tt.want {
+				t.Errorf("token %q, want %q", got.Token.Reveal(), tt.want)
+			}
+		})
 	}
 }

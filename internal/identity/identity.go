@@ -54,6 +54,10 @@ type Caller struct {
 	Agent   string   // the agent the token lets act
 	Chain   []string // agents from the outermost caller to Agent, inclusive
 	TokenID string   // jti
+	// Token is the access token of a caller authenticated with a JWT from a configured issuer
+	// (Method == "jwt"), for token exchange at an upstream's request (vault/oauth); it prints as
+	// [redacted]. Empty for every other method.
+	Token SubjectToken
 }
 
 // CheckAgent checks that the caller may act as agent: a delegation token lets exactly its
@@ -145,7 +149,8 @@ type Authenticator struct {
 	stopBG        context.CancelFunc
 	goroutines    sync.WaitGroup // metadata refreshers, ended by Close
 
-	now func() time.Time
+	now      func() time.Time
+	subjects *SubjectTokens // KeepSubjectTokens
 
 	closeOnce sync.Once
 	closeErr  error
@@ -282,7 +287,8 @@ func (a *Authenticator) authenticate(r *http.Request) (Caller, *Error) {
 		if err != nil {
 			return Caller{}, err
 		}
-		return a.bearerToken(r.Context(), tok, a.ResourceURL(ResourcePath(r.URL.Path)))
+		c, err := a.bearerToken(r.Context(), tok, a.ResourceURL(ResourcePath(r.URL.Path)))
+		return a.withSubjectToken(c, err, tok)
 	case len(keys) == 1:
 		key := strings.TrimSpace(keys[0])
 		if key == "" {

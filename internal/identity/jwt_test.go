@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -48,6 +49,13 @@ func TestJWTFromJWKS(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got.Token.Reveal() != tok {
+				t.Error("the caller does not keep its token for token exchange")
+			}
+			if fmt.Sprintf("%v %+v %#v %s", got, got, got, got.Token) == "" || strings.Contains(fmt.Sprintf("%v %+v %#v %s", got, got, got, got.Token), tok) {
+				t.Error("printing the caller shows its token")
+			}
+			got.Token = SubjectToken{}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("got %+v, want %+v", got, want)
 			}

@@ -199,6 +199,10 @@ func TestOAuthAccessTokens(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if got.Token.Reveal() != tt.tok {
+				t.Error("the caller does not keep its access token for token exchange")
+			}
+			got.Token = SubjectToken{}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
@@ -269,6 +273,7 @@ func TestOAuthPrincipalClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	got.Token = SubjectToken{}
 	if want := (Caller{ID: "user:alice@example.com", Groups: []string{"group:eng", "group:ops"}, Method: MethodOAuth, Subject: "alice"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("user: got %+v, want %+v", got, want)
 	}
@@ -414,6 +419,10 @@ func TestOAuthIntrospection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got.Token.Reveal() != "opaque-good" {
+		t.Error("the caller does not keep its opaque access token for token exchange")
+	}
+	got.Token = SubjectToken{}
 	if want := (Caller{ID: "user:bob", Groups: []string{}, Method: MethodOAuth, Subject: "bob"}); !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}

@@ -261,6 +261,13 @@ type Credential struct {
 	Header    string   `json:"header,omitempty"`
 	Env       []string `json:"env,omitempty"`
 	Vault     string   `json:"vault,omitempty"`
+	// OAuth flows (docs/credentials.md): how an oauth token is obtained per principal
+	// (token_exchange, authorization_code, client_credentials; "" for a stored token), and what
+	// it is asked for. Audience and Resource default to the server's URL at run time.
+	Flow     string   `json:"flow,omitempty"`
+	Scopes   []string `json:"scopes,omitempty"`
+	Audience string   `json:"audience,omitempty"`
+	Resource string   `json:"resource,omitempty"`
 }
 
 // Skill is a resolved skill.

@@ -185,9 +185,19 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 	var opts []enforce.Option
 	if s.opts.Broker != nil {
 		opts = append(opts, enforce.WithPrecondition(func(ctx context.Context) (err error) {
-			cred, err = s.opts.Broker.Lookup(ctx, vault.Request{Project: b.manifest.Project, Tool: route.Tool,
-				Principal: caller.ID, Groups: caller.Groups, Declared: b.manifest.Credentials})
+			r := vault.Request{Project: b.manifest.Project, Tool: route.Tool,
+				Principal: caller.ID, Groups: caller.Groups, Declared: b.manifest.Credentials,
+				Chain: in.Chain, SubjectToken: caller.Token.Reveal(), Method: string(caller.Method)}
+			if t, ok := b.manifest.Tool(route.Tool); ok && t.Remote != nil {
+				r.URL = t.Remote.URL
+			}
+			cred, err = s.opts.Broker.Lookup(ctx, r)
 			return err
+		}), enforce.WithCredentialUse(func() *decisionlog.CredentialUse {
+			if cred == nil {
+				return nil
+			}
+			return &decisionlog.CredentialUse{Type: cred.Type, Obtained: cred.Provenance(), Source: cred.Source, Act: cred.Act}
 		}))
 	}
 	v := s.enforcer.Decide(ctx, in, opts...)

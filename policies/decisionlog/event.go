@@ -71,11 +71,24 @@ type Event struct {
 	TraceID     string   `json:"trace_id,omitempty"`
 	SpanID      string   `json:"span_id,omitempty"`
 	Error       string   `json:"error,omitempty"`
+	// Credential is how the upstream credential the call carries was obtained, never the
+	// credential itself; nil for a call that carries none.
+	Credential *CredentialUse `json:"credential,omitempty"`
 
 	// Charges are applied to budget usage in the transaction that commits the event (budgets.go).
 	// Not part of the event document: the document records the decision, and what the decision
 	// charged follows from it.
 	Charges []Charge `json:"-"`
+}
+
+// CredentialUse records how an upstream credential was obtained: its type, its provenance
+// (exchange, stored_grant, client_credentials or static), where from, and the acting chain an
+// exchanged token carries (outermost actor first). It never holds a secret.
+type CredentialUse struct {
+	Type     string   `json:"type"`
+	Obtained string   `json:"obtained"`
+	Source   string   `json:"source,omitempty"`
+	Act      []string `json:"act,omitempty"`
 }
 
 // Bundle identifies the bundle that decided.

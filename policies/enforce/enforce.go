@@ -136,14 +136,30 @@ type Option func(*options)
 // options are what a decision's Options set.
 type options struct {
 	pre    Precondition
-	extra  []decisionlog.Charge // WithCharges
-	refuse *authz.Reason        // refusing
+	cred   func() *decisionlog.CredentialUse // WithCredentialUse
+	extra  []decisionlog.Charge              // WithCharges
+	refuse *authz.Reason                     // refusing
 }
 
 // WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and
 // its error turns the decision into a denial, recorded as such.
 func WithPrecondition(pre Precondition) Option {
 	return func(o *options) { o.pre = pre }
+}
+
+// WithCredentialUse records, with an allowed decision, how the upstream credential the call
+// carries was obtained: used is asked after the precondition ran (nil for none).
+func WithCredentialUse(used func() *decisionlog.CredentialUse) Option {
+	return func(o *options) { o.cred = used }
+}
+
+// All applies every option of opts, in order: for a helper that sets several.
+func All(opts ...Option) Option {
+	return func(o *options) {
+		for _, opt := range opts {
+			opt(o)
+		}
+	}
 }
 
 // WithCharges makes the decision itself a change of budget usage, such as a budget top-up: when
@@ -256,6 +272,9 @@ func (e *Enforcer) decide(ctx context.Context, d *decision, start time.Time) *Ve
 // that runs, to the decision log. A decision that cannot be recorded denies.
 func (e *Enforcer) record(ctx context.Context, d *decision, v *Verdict) {
 	v.event = e.event(ctx, d.in, v)
+	if d.cred != nil && v.Allow {
+		v.event.Credential = d.cred()
+	}
 	// Mask the input as the policy says. Without a policy, or when the mask cannot be evaluated,
 	// what to hide is unknown: the whole input is left out.
 	eraseAll := []authz.MaskOp{{Op: "remove", Path: "/input"}}

@@ -152,6 +152,12 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 	if err := s.open(ctx, cfg, gcfg); err != nil {
 		return nil, err
 	}
+	if signer != nil {
+		// A delegated call keeps its caller's OAuth token for token exchange (identity.SubjectTokens).
+		subjects := identity.NewSubjectTokens()
+		signer.KeepSubjectTokens(subjects)
+		s.auth.KeepSubjectTokens(subjects)
+	}
 	if cfg.Agents != nil && gcfg.Agents.URL == "" {
 		gcfg.Agents.URL = self // lush:// calls go to agentd in this process
 	}
