@@ -34,7 +34,7 @@ production (docs/credentials.md).
 The file is JSON with mode 0600; the gateway refuses it if others can read it. Secrets are read
 from a prompt or from standard input, never from the command line.`,
 	}
-	cmd.AddCommand(newAuthAddCmd(), newAuthListCmd(), newAuthRemoveCmd(), newAuthLoginCmd())
+	cmd.AddCommand(newAuthAddCmd(), newAuthListCmd(), newAuthRemoveCmd(), newAuthLoginCmd(), newAuthActorKeyCmd())
 	return cmd
 }
 

@@ -1,11 +1,18 @@
 package main
 
 import (
+	"crypto"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/lush-agents/lush/vault"
 )
@@ -119,5 +126,56 @@ func TestAuthAddErrors(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, vault.LocalFile)); err == nil {
 		t.Error("a failed add wrote the file")
+	}
+}
+
+// TestAuthActorKey: auth actor-key creates the actor key (0600) once, and prints the JWK set of
+// its public half, with kid its thumbprint, on every run; a key others can read is refused.
+func TestAuthActorKey(t *testing.T) {
+	dir := t.TempDir()
+	r := lushctl(t, "", "auth", "actor-key", "--dir", dir)
+	if r.code != exitOK || !strings.Contains(r.stderr, "a new actor key") {
+		t.Fatalf("actor-key: %+v", r)
+	}
+	set, err := jwk.Parse([]byte(r.stdout))
+	if err != nil || set.Len() != 1 {
+		t.Fatalf("stdout is not a JWK set of one key (%v): %s", err, r.stdout)
+	}
+	pub, _ := set.Key(0)
+	kid, _ := pub.KeyID()
+	tp, err := pub.Thumbprint(crypto.SHA256)
+	if err != nil || kid != base64.RawURLEncoding.EncodeToString(tp) {
+		t.Errorf("kid %q is not the key's RFC 7638 thumbprint (%v)", kid, err)
+	}
+	keyFile := filepath.Join(dir, "actor.key")
+	st, err := os.Stat(keyFile)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("actor.key: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+	data, _ := os.ReadFile(keyFile)
+	block, _ := pem.Decode(data)
+	priv, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw ed25519.PublicKey
+	if err := jwk.Export(pub, &raw); err != nil || !raw.Equal(priv.(ed25519.PrivateKey).Public()) {
+		t.Errorf("the printed key is not actor.key's public half (%v)", err)
+	}
+
+	r = lushctl(t, "", "auth", "actor-key", "--dir", dir, "-o", "json")
+	var again struct {
+		Created bool   `json:"created"`
+		KID     string `json:"kid"`
+	}
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &again) != nil || again.Created || again.KID != kid {
+		t.Errorf("second run: %+v; want the same key (kid %s), not a new one", r, kid)
+	}
+
+	if err := os.Chmod(keyFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if r = lushctl(t, "", "auth", "actor-key", "--dir", dir); r.code == exitOK || !strings.Contains(r.stderr, "chmod 600") {
+		t.Errorf("a key others can read: %+v; want a refusal naming chmod 600", r)
 	}
 }

@@ -183,33 +183,39 @@ const (
 // (created 0700 if missing) as PEM: the private key (PKCS #8, mode 0600) in delegation.key and
 // the public key (PKIX, mode 0644) in delegation.pub. It never overwrites existing files.
 func GenerateKey(dir string) (privPath, pubPath string, err error) {
+	return GenerateKeyPair(dir, PrivateKeyFile, PublicKeyFile)
+}
+
+// GenerateKeyPair creates an Ed25519 key pair as GenerateKey does, in the files privName and
+// pubName of dir (for other signers: the actor tokens of token exchange).
+func GenerateKeyPair(dir, privName, pubName string) (privPath, pubPath string, err error) {
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
 	privDER, err := x509.MarshalPKCS8PrivateKey(priv)
 	if err != nil {
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
 	pubDER, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
-	privPath, pubPath = filepath.Join(dir, PrivateKeyFile), filepath.Join(dir, PublicKeyFile)
+	privPath, pubPath = filepath.Join(dir, privName), filepath.Join(dir, pubName)
 	for _, p := range []string{privPath, pubPath} {
 		if _, err := os.Lstat(p); err == nil {
-			return "", "", fmt.Errorf("generate delegation key: %s exists: keys are never overwritten; move the old pair away or choose another directory", p)
+			return "", "", fmt.Errorf("generate key: %s exists: keys are never overwritten; move the old pair away or choose another directory", p)
 		}
 	}
 	if err := writeNew(privPath, pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: privDER}), 0o600); err != nil {
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
 	if err := writeNew(pubPath, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pubDER}), 0o644); err != nil {
 		os.Remove(privPath)
-		return "", "", fmt.Errorf("generate delegation key: %w", err)
+		return "", "", fmt.Errorf("generate key %s: %w", privName, err)
 	}
 	return privPath, pubPath, nil
 }

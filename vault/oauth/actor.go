@@ -152,7 +152,7 @@ func loadEd25519(path string) (ed25519.PrivateKey, error) {
 	}
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("%s holds no PEM \"PRIVATE KEY\" block (PKCS #8, as `lushctl keys generate` writes)", path)
+		return nil, fmt.Errorf("%s holds no PEM \"PRIVATE KEY\" block (PKCS #8, as `lushctl auth actor-key` writes)", path)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
@@ -163,4 +163,35 @@ func loadEd25519(path string) (ed25519.PrivateKey, error) {
 		return nil, fmt.Errorf("%s holds a %T, not an Ed25519 key", path, k)
 	}
 	return priv, nil
+}
+
+// ActorJWKS returns the public half of the actor key in keyFile as a JWK set (kid = the key's RFC
+// 7638 thumbprint, as actor tokens name it): what the authorization server that exchanges tokens
+// must trust for actor tokens. `lushctl auth actor-key` prints it.
+func ActorJWKS(keyFile string) (jwks []byte, kid string, err error) {
+	priv, err := loadEd25519(keyFile)
+	if err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	k, err := jwk.Import(priv.Public())
+	if err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	tp, err := k.Thumbprint(crypto.SHA256)
+	if err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	kid = base64.RawURLEncoding.EncodeToString(tp)
+	if err := errors.Join(k.Set(jwk.KeyIDKey, kid), k.Set(jwk.AlgorithmKey, jwa.EdDSA()), k.Set(jwk.KeyUsageKey, "sig")); err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	set := jwk.NewSet()
+	if err := set.AddKey(k); err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	jwks, err = json.MarshalIndent(set, "", "  ")
+	if err != nil {
+		return nil, "", fmt.Errorf("actor key: %w", err)
+	}
+	return append(jwks, '\n'), kid, nil
 }

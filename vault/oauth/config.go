@@ -44,7 +44,7 @@ type TokenExchangeConfig struct {
 // ActorConfig is the key Lush signs actor tokens with.
 type ActorConfig struct {
 	// KeyFile is an Ed25519 private key (PEM, PKCS #8, mode 0600), such as the one
-	// `lushctl keys generate` writes for delegation tokens.
+	// `lushctl auth actor-key` writes.
 	KeyFile string `yaml:"key_file"`
 	// Issuer is the iss of actor tokens (default "lush"); the authorization server trusts it with
 	// the key's public half.
