@@ -117,7 +117,7 @@ fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 demo: build node-tools hydra-tool ## the quickstart end to end: build, errors, policy tests, the gateway, the decision log
-	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) examples/demo.sh
+	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) AUTHSERVER=$(AUTHSERVER) LUSH_HYDRA=$(HYDRA) examples/demo.sh
 
 bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) ./... | tee $(TOOLS)/bench.txt

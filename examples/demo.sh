@@ -10,23 +10,31 @@
 #      writes on — a live write and a write the project's own policy refuses
 #   6. a server that needs a credential (the notes server, bearer tokens): a call fails with
 #      "missing credential" and its fix, `lushctl auth add` stores the token, the call succeeds
-#   7. agents: a chat with the orchestrator on the offline scripted model (no model runs): it
+#   7. OAuth: alice's MCP client (the official TypeScript SDK) knows only the gateway's URL; it
+#      discovers the local authorization server (Ory Hydra) from the gateway, alice logs in, and
+#      the notes server gets a token for her that the gateway obtained by token exchange
+#   8. agents: a chat with the orchestrator on the offline scripted model (no model runs): it
 #      calls the researcher through lush:// (a child invocation, as the same principal), a write
 #      the project's policy refuses, and a write that is stubbed; then their decisions
-#   8. loops: lushctl run fires them; trigger one, read its history
-#   9. mesh: the same run serves Envoy's ext_authz; send it the CheckRequests a sidecar sends
-#  10. print the decision log
-# It works on a copy of examples/quickstart, so the repository is left as it was.
+#   9. loops: lushctl run fires them; trigger one, read its history
+#  10. mesh: the same run serves Envoy's ext_authz; send it the CheckRequests a sidecar sends
+#  11. print the decision log
+# It works on a copy of examples/quickstart, so the repository is left as it was. Its servers (the
+# notes server, the authorization servers, the gateway) listen on loopback only.
 set -euo pipefail
 
 LUSHCTL=${LUSHCTL:-lushctl}
 NOTES=${NOTES:-notes}
+AUTHSERVER=${AUTHSERVER:-authserver}
+NODE=${LUSH_NODE_PREFIX:+$LUSH_NODE_PREFIX/node_modules/.bin/node}
+NODE=${NODE:-node}
 here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 gateway_pid=""
 notes_pid=""
+authserver_pid=""
 cleanup() {
-  for pid in "$gateway_pid" "$notes_pid"; do
+  for pid in "$gateway_pid" "$notes_pid" "$authserver_pid"; do
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   done
   rm -rf "$work"
@@ -37,17 +45,59 @@ rm -rf "$work/quickstart/.lush"
 cp -r "$here/errors" "$work/errors"
 cd "$work"
 
+# free_port prints a loopback port that nothing listens on (a connection to it is refused).
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60999 -n 200); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
+  done
+  echo "no free loopback port" >&2
+  return 1
+}
+# wait_line waits until a process's log has a line matching a pattern: wait_line PID FILE PATTERN WHAT.
+wait_line() {
+  for _ in $(seq 1 300); do
+    grep -q "$3" "$2" && return
+    kill -0 "$1" 2>/dev/null || break
+    sleep 0.1
+  done
+  echo "$4 did not start:"; cat "$2"; exit 1
+}
+
+# The authorization servers of step 7 (examples/authserver; started first, so that the notes
+# server can trust the one that exchanges tokens): Ory Hydra, with a login app that signs alice
+# (group:engineering) in without a browser, and an RFC 8693 token-exchange server that trusts the
+# gateway's actor key. Tokens are issued only for resources named up front: the researcher's
+# endpoint on step 7's gateway and the notes server, whose ports are picked here.
+oauth_port=$(free_port)
+notes_port=$(free_port)
+notes_url=http://127.0.0.1:$notes_port/mcp
+"$LUSHCTL" auth actor-key --dir "$work/actor" > actor.jwks.json 2> /dev/null
+printf 'lush-gateway demo-exchange-secret-not-a-secret\n' > exchange.clients
+(umask 077; printf 'demo-exchange-secret-not-a-secret\n' > exchange.secret)
+"$AUTHSERVER" --quiet --user alice:alice@example.com:engineering --scope mcp:tools \
+  --resource "http://127.0.0.1:$oauth_port/agents/researcher/mcp" --resource "$notes_url" \
+  --exchange-clients exchange.clients --actor-keys actor.jwks.json 2> authserver.log &
+authserver_pid=$!
+wait_line "$authserver_pid" authserver.log '^authserver: issuer=' "the authorization server"
+issuer=$(sed -n 's/^authserver: issuer=\([^ ]*\).*/\1/p' authserver.log)
+exchange=$(sed -n 's/^authserver: .* exchange=\([^ ]*\).*/\1/p' authserver.log)
+# The quickstart's gateway config names the authorization server at http://127.0.0.1:4444; this
+# one's issuer is where it listens. The gateway exchanges tokens there as client lush-gateway.
+sed -i "s|issuer: http://127.0.0.1:4444|issuer: $issuer|" quickstart/gateway.yaml
+printf '\ncredentials:\n  oauth:\n    token_exchange:\n      issuer: %s\n      client_id: lush-gateway\n      client_secret_file: %s\n      actor:\n        key_file: %s\n' \
+  "$exchange" "$work/exchange.secret" "$work/actor/actor.key" >> quickstart/gateway.yaml
+
 # The notes server (examples/notes) stands in for the remote mcp://notes.example.com/mcp: it
-# requires a bearer token per account. It listens on a free loopback port, which the copy of
-# lush.yaml is pointed at.
+# requires a bearer token per account, or (alice's way in) an access token of the exchange server
+# for its URL. The copy of lush.yaml is pointed at it.
 BOB_NOTES_TOKEN=demo-bob-notes-token-not-a-secret
 printf 'bob %s\ndigest-bot %s\n' "$BOB_NOTES_TOKEN" demo-bot-notes-token-not-a-secret > notes.tokens
-printf '{"bob": ["Q3 planning: ship the gateway", "Q3 retro: fewer pages"]}' > notes.seed
-"$NOTES" --addr 127.0.0.1:0 --tokens-file notes.tokens --seed notes.seed 2> notes.log &
+printf '{"bob": ["Q3 planning: ship the gateway", "Q3 retro: fewer pages"], "alice": ["Q3 hiring: two SREs"]}' > notes.seed
+"$NOTES" --addr "127.0.0.1:$notes_port" --tokens-file notes.tokens --seed notes.seed \
+  --oauth-issuer "$exchange" --oauth-jwks "$exchange/keys" --oauth-audience "$notes_url" 2> notes.log &
 notes_pid=$!
-for _ in $(seq 1 100); do grep -q 'serving http' notes.log && break; sleep 0.1; done
-notes_url=$(sed -n 's/^notes: serving \(http[^ ]*\).*/\1/p' notes.log)
-[ -n "$notes_url" ] || { echo "the notes server did not start"; cat notes.log; exit 1; }
+wait_line "$notes_pid" notes.log 'serving http' "the notes server"
 sed -i "s|url: http://127.0.0.1:8931/mcp|url: $notes_url|" quickstart/lush.yaml
 
 if [ -t 1 ]; then bold=$'\033[1m'; dim=$'\033[2m'; off=$'\033[0m'; else bold=; dim=; off=; fi
@@ -81,7 +131,7 @@ BOT=demo-digest-bot-key-not-a-secret    # serviceaccount:digest-bot: writes draf
 
 start_gateway() {
   rm -f ready
-  "$LUSHCTL" gateway --config quickstart/gateway.yaml --listen 127.0.0.1:0 --ready-file ready \
+  "$LUSHCTL" gateway --config quickstart/gateway.yaml --listen "${LISTEN:-127.0.0.1:0}" --ready-file ready \
     --build "$hash" --log-level warn "$@" quickstart > gateway.log 2>&1 &
   gateway_pid=$!
   for _ in $(seq 1 300); do
@@ -135,7 +185,42 @@ echo "The same call again, without restarting the gateway:"
 show "$LUSHCTL" mcp call "$base/researcher/mcp" search_notes --args '{"query":"Q3"}' --api-key "$BOB"
 stop_gateway
 
-step "7. Agents: chat with the orchestrator (offline: the scripted provider replays quickstart/scripts/)"
+step "7. OAuth: alice logs in with the company's authorization server; the notes server gets a token for her"
+LISTEN=127.0.0.1:$oauth_port start_gateway
+echo
+echo "alice's MCP client knows only the researcher's URL. A call without a token gets 401 naming the"
+echo "endpoint's protected resource metadata (RFC 9728), and that names the authorization server:"
+fetch() { "$NODE" -e 'fetch(process.argv[1], {method: process.argv[2]}).then(async (r) => console.log(r.status, r.headers.get("www-authenticate") ?? "", r.ok ? await r.text() : ""))' "$@"; }
+show fetch "$base/researcher/mcp" POST
+show fetch "http://127.0.0.1:$oauth_port/.well-known/oauth-protected-resource/agents/researcher/mcp" GET
+echo
+echo "The official TypeScript SDK (@modelcontextprotocol/client) follows them: it discovers Hydra,"
+echo "registers itself (RFC 7591), and alice logs in with authorization code and PKCE (the demo's"
+echo "login app approves her: no browser). She lists the researcher's tools and searches the notes:"
+cp "$here/../test/node/oauth-client.mjs" .
+ln -sfn "${LUSH_NODE_PREFIX:?set LUSH_NODE_PREFIX to where make node-tools installs the MCP SDKs, or run make demo}/node_modules" node_modules
+printf '%s$ node oauth-client.mjs v2 code %s/researcher/mcp …  # then tools/list, and search_notes {"query":"Q3"}%s\n' "$dim" "$base" "$off"
+"$NODE" oauth-client.mjs v2 code "$base/researcher/mcp" '{"redirectUrl":"http://127.0.0.1:9/callback","scope":"mcp:tools"}' \
+  '[{"list":true},{"call":"search_notes","arguments":{"query":"Q3"}}]'
+echo
+echo "The gateway exchanged alice's access token (RFC 8693) for one whose audience is the notes server,"
+echo "naming the researcher as the agent that acts for her. The notes server got that token, never hers"
+echo "(one log line for each of the gateway's requests to it, the same each time):"
+grep 'OAuth access token' notes.log | sed 's/^time=[^ ]* level=[A-Z]* //' | sort -u
+echo
+echo "The decisions of her calls name alice, signed in with OAuth; the search's records how its"
+echo "upstream credential was obtained (never a token):"
+show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --principal user:alice --action tools/call --oldest
+show_credential() {
+  "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --principal user:alice --tool-name search_notes --outcome allow -o json |
+    "$NODE" -e 'let s = ""; process.stdin.on("data", (d) => (s += d)).on("end", () => { const e = JSON.parse(s.split("\n")[0]).event;
+      console.log(JSON.stringify({ principal: e.input.principal, credential: e.credential })); })'
+}
+printf '%s$ lushctl audit query --log … --principal user:alice --tool-name search_notes --outcome allow -o json  # its principal and credential:%s\n' "$dim" "$off"
+show_credential
+stop_gateway
+
+step "8. Agents: chat with the orchestrator (offline: the scripted provider replays quickstart/scripts/)"
 echo "The digest bot asks the orchestrator for a Q3 summary. Every tool call goes through the gateway,"
 echo "as the digest bot; the researcher runs as a child invocation, under its own ACL:"
 since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
@@ -146,7 +231,7 @@ echo "The decisions of that chat: two invocations (agentd), the researcher's rea
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action agent/invoke --oldest
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --action tools/call --oldest
 
-step "8. Loops: lushctl run fires them on schedule; trigger one now, read its history"
+step "9. Loops: lushctl run fires them on schedule; trigger one now, read its history"
 echo "The quickstart served by lushctl run (gateway, agents and the scheduler on one port), as olga of"
 echo "group:ops, who holds execute on the hourly-notes loop. The loop runs the notifier as the digest bot;"
 echo "its post_note is a write, so it is stubbed:"
@@ -169,7 +254,7 @@ echo
 echo "Who may trigger it is policy: carol (group:contractors) may not, and the decision says why:"
 show "$LUSHCTL" policy eval quickstart --loop hourly-notes --principal user:carol --group group:contractors
 
-step "9. Mesh: the same decisions at an Envoy sidecar (ext_authz), for calls that never pass the gateway"
+step "10. Mesh: the same decisions at an Envoy sidecar (ext_authz), for calls that never pass the gateway"
 echo "The same lushctl run also serves Envoy's ext_authz API (--ext-authz). These are the CheckRequests a"
 echo "sidecar in front of the notes server sends (quickstart/mesh/*.json); lushctl mesh check sends them"
 echo "and shows what the sidecar does: forward with the credential added, refuse, or answer a stubbed write:"
@@ -179,7 +264,7 @@ show "$LUSHCTL" mesh check --ext-authz "$authz_addr" quickstart/mesh/bob-searche
   quickstart/mesh/carol-searches-notes.json quickstart/mesh/bot-posts-a-note.json
 stop_gateway
 
-step "10. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
+step "11. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 echo "Every entry is hash-chained and the chain head is signed at each checkpoint (and at every clean"
 echo "shutdown): verify proves the log complete and unaltered up to the last checkpoint, against the"

@@ -117,7 +117,8 @@ func declarations(project string) ([]spec.Credential, error) {
 }
 
 // declFor is the declaration for who on tool: its own, else (as for a group's member, whose
-// groups the command cannot know) the tool's declarations when they all agree on the type.
+// groups the command cannot know) the tool's group declarations when they all agree on the type.
+// A declaration for another user or service account never applies to who.
 func declFor(decls []spec.Credential, tool, who string) *spec.Credential {
 	var forTool []*spec.Credential
 	for i := range decls {
@@ -127,7 +128,9 @@ func declFor(decls []spec.Credential, tool, who string) *spec.Credential {
 		if decls[i].Principal.Value == who {
 			return &decls[i]
 		}
-		forTool = append(forTool, &decls[i])
+		if strings.HasPrefix(decls[i].Principal.Value, "group:") {
+			forTool = append(forTool, &decls[i])
+		}
 	}
 	for _, d := range forTool {
 		if d.Type.Value != forTool[0].Type.Value {
@@ -387,6 +390,15 @@ credentials.vault is configured, else from this file).`,
 				}
 				r := authRow{Tool: d.Tool.Value, Principal: d.Principal.Value, Type: d.Type.Value, Status: "missing"}
 				switch {
+				case d.Flow.Value == "token_exchange" || d.Flow.Value == "client_credentials":
+					// Nothing is stored: the gateway obtains a token on each principal's behalf.
+					r.Status = "obtained by the gateway"
+					r.Detail = strings.ReplaceAll(d.Flow.Value, "_", " ")
+				case d.Flow.Value == "authorization_code" && !strings.HasPrefix(d.Principal.Value, "group:"):
+					r.Fix = fmt.Sprintf("lushctl auth login %s --principal %s --config <gateway config>", d.Tool.Value, d.Principal.Value)
+				case d.Flow.Value == "authorization_code":
+					r.Status = "per member"
+					r.Fix = "each logs in: lushctl auth login " + d.Tool.Value + " --principal user:<name> --config <gateway config>"
 				case strings.HasPrefix(d.Principal.Value, "group:"):
 					r.Status = "per member"
 					r.Fix = "each adds their own: lushctl auth add " + d.Tool.Value + " --principal user:<name>"
