@@ -243,34 +243,35 @@ func writeNew(path string, data []byte, perm fs.FileMode) error {
 	return nil
 }
 
-// LoadPrivateKey reads an Ed25519 private key (PEM, PKCS #8) written by GenerateKey. It refuses
-// a file that its group or other users can read.
+// LoadPrivateKey reads an Ed25519 private key (PEM, PKCS #8) written by GenerateKey or
+// GenerateKeyPair: a delegation key, or the actor key of token exchange. It refuses a file that
+// its group or other users can read.
 func LoadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	info, err := os.Stat(path)
 	if err != nil {
-		return nil, fmt.Errorf("load delegation key: %w", err)
+		return nil, fmt.Errorf("load Ed25519 key: %w", err)
 	}
 	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("load delegation key: %s is not a regular file", path)
+		return nil, fmt.Errorf("load Ed25519 key: %s is not a regular file", path)
 	}
 	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("load delegation key: %s is accessible to its group or other users (mode %04o): run chmod 600 %s", path, perm, path)
+		return nil, fmt.Errorf("load Ed25519 key: %s is accessible to its group or other users (mode %04o): run chmod 600 %s", path, perm, path)
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("load delegation key: %w", err)
+		return nil, fmt.Errorf("load Ed25519 key: %w", err)
 	}
 	block, _ := pem.Decode(data)
 	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("load delegation key: %s holds no PEM \"PRIVATE KEY\" block (PKCS #8, as GenerateKey writes)", path)
+		return nil, fmt.Errorf("load Ed25519 key: %s holds no PEM \"PRIVATE KEY\" block (PKCS #8)", path)
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("load delegation key: %s: the PKCS #8 key does not parse", path)
+		return nil, fmt.Errorf("load Ed25519 key: %s: the PKCS #8 key does not parse", path)
 	}
 	priv, ok := k.(ed25519.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("load delegation key: %s holds a %T, not an Ed25519 key", path, k)
+		return nil, fmt.Errorf("load Ed25519 key: %s holds a %T, not an Ed25519 key", path, k)
 	}
 	return priv, nil
 }

@@ -4,13 +4,10 @@ import (
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -18,6 +15,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
+
+	"github.com/lush-agents/lush/internal/identity"
 )
 
 // ActorTokenTTL is how long an actor token is valid: it is used at once, in one exchange.
@@ -38,7 +37,7 @@ type actorSigner struct {
 }
 
 func newActorSigner(path, issuer, audience string) (*actorSigner, error) {
-	key, err := loadEd25519(path)
+	key, err := identity.LoadPrivateKey(path)
 	if err != nil {
 		return nil, err
 	}
@@ -137,39 +136,11 @@ func actClaim(tok string) []string {
 	return out
 }
 
-// loadEd25519 reads an Ed25519 private key (PEM, PKCS #8), refusing a file others can read.
-func loadEd25519(path string) (ed25519.PrivateKey, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if perm := info.Mode().Perm(); perm&0o077 != 0 {
-		return nil, fmt.Errorf("%s is accessible to its group or other users (mode %04o): run chmod 600 %s", path, perm, path)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	block, _ := pem.Decode(data)
-	if block == nil || block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("%s holds no PEM \"PRIVATE KEY\" block (PKCS #8, as `lushctl auth actor-key` writes)", path)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("%s: the PKCS #8 key does not parse", path)
-	}
-	priv, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("%s holds a %T, not an Ed25519 key", path, k)
-	}
-	return priv, nil
-}
-
 // ActorJWKS returns the public half of the actor key in keyFile as a JWK set (kid = the key's RFC
 // 7638 thumbprint, as actor tokens name it): what the authorization server that exchanges tokens
 // must trust for actor tokens. `lushctl auth actor-key` prints it.
 func ActorJWKS(keyFile string) (jwks []byte, kid string, err error) {
-	priv, err := loadEd25519(keyFile)
+	priv, err := identity.LoadPrivateKey(keyFile)
 	if err != nil {
 		return nil, "", fmt.Errorf("actor key: %w", err)
 	}
