@@ -1,6 +1,7 @@
 package identity
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -60,5 +61,28 @@ func BenchmarkSign(b *testing.B) {
 		if _, err := s.Sign(goodDelegation); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// BenchmarkAuthenticateOAuth: an OAuth access token (RS256, at+jwt, keys from the authorization
+// server's discovered JWKS, audience the endpoint's resource) against an API key of the same
+// Authenticator, as the baseline in the same run.
+func BenchmarkAuthenticateOAuth(b *testing.B) {
+	a, srv, _ := oauthAuth(b, nil)
+	for _, bc := range []struct {
+		name string
+		r    *http.Request
+	}{
+		{"oauth-RS256", bearerAt("/agents/researcher/mcp", accessToken(b, rsaKey, "rsa-1", oauthClaims(srv)))},
+		{"apikey", request("10.0.0.1:1", "X-API-Key", opsKey)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := a.Authenticate(bc.r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }

@@ -47,7 +47,7 @@ type authServer struct {
 }
 
 // newAuthServer serves an authorization server at <loopback>/<path> (path may be "").
-func newAuthServer(t *testing.T, path string, keys ...jwk.Key) *authServer {
+func newAuthServer(t testing.TB, path string, keys ...jwk.Key) *authServer {
 	t.Helper()
 	s := &authServer{keys: keys, introspect: map[string]map[string]any{}}
 	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -119,7 +119,7 @@ func oauthClaims(srv *authServer) map[string]any {
 }
 
 // accessToken signs claims as an RFC 9068 access token (typ at+jwt) with the RSA test key.
-func accessToken(t *testing.T, key *rsa.PrivateKey, kid string, claims map[string]any) string {
+func accessToken(t testing.TB, key *rsa.PrivateKey, kid string, claims map[string]any) string {
 	t.Helper()
 	return mintHeaders(t, jwa.RS256(), key, map[string]any{"kid": kid, "typ": "at+jwt"}, claims)
 }
@@ -130,7 +130,7 @@ func oauthConfig(srv *authServer) OAuthConfig {
 
 // oauthAuth starts an authorization server with the RSA test key (kid rsa-1) and an
 // Authenticator accepting its tokens next to the ci API key.
-func oauthAuth(t *testing.T, mod func(*OAuthConfig)) (*Authenticator, *authServer, *clock) {
+func oauthAuth(t testing.TB, mod func(*OAuthConfig)) (*Authenticator, *authServer, *clock) {
 	t.Helper()
 	keys(t)
 	srv := newAuthServer(t, "", publicJWK(t, rsaKey, "rsa-1", "RS256"))
