@@ -198,8 +198,9 @@ func TestManifestContent(t *testing.T) {
 	if clock.Local == nil || clock.Local.Command[0] != "./clock.sh" || !strings.HasPrefix(clock.Local.Digest, "sha256:") || clock.TimeoutMS != 5000 {
 		t.Errorf("clock tool = %+v", clock)
 	}
-	if len(m.Credentials) != 2 || m.Credentials[0].Type != "bearer" {
-		t.Errorf("credentials = %+v", m.Credentials)
+	if len(m.Credentials) != 3 || m.Credentials[0].Type != "bearer" ||
+		m.Credentials[2].Principal != "user:alice" || m.Credentials[2].Type != "oauth" || m.Credentials[2].Flow != "token_exchange" {
+		t.Errorf("credentials = %+v; want the two bearer declarations and alice's oauth token_exchange", m.Credentials)
 	}
 	for _, in := range m.Inputs {
 		if strings.HasSuffix(in.Path, "_test.rego") {
