@@ -133,4 +133,6 @@ func startGateway(t testing.TB, lushctl, dir string) *gatewayProc {
 	}
 }
 
-func (g *gatewayProc) String() string { return fmt.Sprintf("gateway %s (ext_authz %s)", g.url, g.extAuthz) }
+func (g *gatewayProc) String() string {
+	return fmt.Sprintf("gateway %s (ext_authz %s)", g.url, g.extAuthz)
+}

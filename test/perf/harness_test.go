@@ -122,6 +122,7 @@ func run(t testing.TB, cfg config) *report {
 			targets[i].tool = echoTool(ctx, t, targets[i])
 		}
 	}
+	checkArgPolicy(ctx, t, targets[2], targets[3], plain.extAuthz, args.extAuthz)
 	for _, n := range cfg.clients {
 		rep.load[n] = map[string]result{}
 		for _, tg := range targets {
@@ -153,6 +154,50 @@ func echoTool(ctx context.Context, t testing.TB, tg target) string {
 	}
 	t.Fatalf("%s lists no echo tool: %v", tg.name, res.Tools)
 	return ""
+}
+
+// checkArgPolicy proves that the second gateway runs the argument-reading policy and the first
+// does not: echoing a path under /etc/ is refused by the one and answered by the other, through
+// MCP and through ext_authz alike.
+func checkArgPolicy(ctx context.Context, t testing.TB, plain, args target, plainEA, argsEA string) {
+	t.Helper()
+	call := func(tg target) error {
+		c, err := connect(ctx, tg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		req := mcp.CallToolRequest{}
+		req.Params.Name, req.Params.Arguments = tg.tool, map[string]any{"text": "/etc/passwd"}
+		res, err := c.CallTool(ctx, req)
+		if err == nil && res.IsError {
+			err = fmt.Errorf("the tool answered an error: %v", res.Content)
+		}
+		return err
+	}
+	if err := call(plain); err != nil {
+		t.Fatalf("%s refused an echo of /etc/passwd, which no policy of its project denies: %v", plain.name, err)
+	}
+	if err := call(args); err == nil {
+		t.Fatalf("%s let an echo of /etc/passwd through: its project's argument policy is not in force", args.name)
+	}
+	check := func(addr string) bool {
+		req := checkRequest(0)
+		req.Attributes.Request.Http.RawBody = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"/etc/passwd"}}}`)
+		req.Attributes.Request.Http.Headers["content-length"] = fmt.Sprint(len(req.Attributes.Request.Http.RawBody))
+		req.Attributes.Request.Http.Size = int64(len(req.Attributes.Request.Http.RawBody))
+		resp, err := authzClient(t, addr).Check(ctx, req)
+		if err != nil {
+			t.Fatalf("ext_authz %s: Check: %v", addr, err)
+		}
+		return resp.GetOkResponse() != nil
+	}
+	if !check(plainEA) {
+		t.Fatalf("the ext_authz of %s refused an echo of /etc/passwd, which no policy of its project denies", plain.name)
+	}
+	if check(argsEA) {
+		t.Fatalf("the ext_authz of %s let an echo of /etc/passwd through: its project's argument policy is not in force", args.name)
+	}
 }
 
 func loadavg() string {
