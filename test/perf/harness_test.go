@@ -267,14 +267,20 @@ func (r *report) write(w io.Writer, command string) {
 			us(quantile(l[gw].lat, 0.5)-d), us(quantile(l[gwArgs].lat, 0.5)-d), us(quantile(l[bare].lat, 0.5)-d))
 	}
 	noopP99 := quantile(r.authz[noopSrv].lat, 0.99)
-	fmt.Fprintf(w, "| ext_authz at %d req/s, p99 | %s (%s the no-op's) | no-op ext_authz server: %s |\n",
-		r.cfg.rate, us(quantile(r.authz[lushEA].lat, 0.99)), ratio(quantile(r.authz[lushEA].lat, 0.99), noopP99), us(noopP99))
-	fmt.Fprintf(w, "| ext_authz with an argument-reading policy, p99 | %s (%s the no-op's) | no-op ext_authz server: %s |\n",
-		us(quantile(r.authz[lushEAA].lat, 0.99)), ratio(quantile(r.authz[lushEAA].lat, 0.99), noopP99), us(noopP99))
+	notAllowed := func(res result) string {
+		if res.failed == 0 {
+			return ""
+		}
+		return fmt.Sprintf("; %d of %d Checks not allowed", res.failed, res.failed+res.calls)
+	}
+	fmt.Fprintf(w, "| ext_authz at %d req/s, p99 | %s (%s the no-op's%s) | no-op ext_authz server: %s |\n",
+		r.cfg.rate, us(quantile(r.authz[lushEA].lat, 0.99)), ratio(quantile(r.authz[lushEA].lat, 0.99), noopP99), notAllowed(r.authz[lushEA]), us(noopP99))
+	fmt.Fprintf(w, "| ext_authz with an argument-reading policy, p99 | %s (%s the no-op's%s) | no-op ext_authz server: %s |\n",
+		us(quantile(r.authz[lushEAA].lat, 0.99)), ratio(quantile(r.authz[lushEAA].lat, 0.99), noopP99), notAllowed(r.authz[lushEAA]), us(noopP99))
 
 	fmt.Fprintf(w, "\n### Closed loop: mcp-go clients calling echo (each client its own session)\n\n")
-	fmt.Fprintln(w, "| clients | path | calls/s | share of direct | p50 | p99 | CPU per call of the hop's process |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| clients | path | calls/s | share of direct | p50 | p99 | CPU per call of the hop's process | failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
 	for _, n := range r.cfg.clients {
 		for _, name := range []string{direct, bare, gw, gwArgs} {
 			res := r.load[n][name]
@@ -282,17 +288,30 @@ func (r *report) write(w io.Writer, command string) {
 			if name == direct {
 				cpu = "—"
 			}
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s |\n", n, name, res.perSecond(), share(res, r.load[n][direct]),
-				us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)), cpu)
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d |\n", n, name, res.perSecond(), share(res, r.load[n][direct]),
+				us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)), cpu, res.failed)
 		}
 	}
 	fmt.Fprintf(w, "\n### ext_authz: gRPC Check, open loop at %d requests/s, one connection\n\n", r.cfg.rate)
-	fmt.Fprintln(w, "| server | Checks | p50 | p99 | p99.9 | CPU per Check of the server's process |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| server | Checks allowed | not allowed | p50 | p99 | p99.9 | CPU per Check of the server's process |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|")
 	for _, name := range []string{noopSrv, lushEA, lushEAA} {
 		res := r.authz[name]
-		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s |\n", name, res.calls, us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)),
+		fmt.Fprintf(w, "| %s | %d | %d | %s | %s | %s | %s |\n", name, res.calls, res.failed, us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)),
 			us(quantile(res.lat, 0.999)), us(res.cpuPerCall()))
+	}
+	fmt.Fprintln(w, "\nLatency percentiles are over the calls and Checks that were allowed; CPU per call divides the process's CPU by them.")
+	for _, name := range []string{noopSrv, lushEA, lushEAA} {
+		if res := r.authz[name]; res.failed > 0 {
+			fmt.Fprintf(w, "%s: %d Checks not allowed (fail closed); the first: %s\n", name, res.failed, res.first)
+		}
+	}
+	for _, n := range r.cfg.clients {
+		for _, name := range []string{direct, bare, gw, gwArgs} {
+			if res := r.load[n][name]; res.failed > 0 {
+				fmt.Fprintf(w, "%s, %d clients: %d calls failed; the first: %s\n", name, n, res.failed, res.first)
+			}
+		}
 	}
 	fmt.Fprintf(w, "\n### One decision: OPA's rego package, prepared query, input parsed once\n\n")
 	fmt.Fprintln(w, "| input | policy | evaluations | mean | p50 | p99 |")
