@@ -132,6 +132,7 @@ bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchs
 bench-gateway: ## the hot path side by side (issue 21's table): gateway, bare proxy, ext_authz, one decision vs RBAC
 	@mkdir -p $(TOOLS)
 	LUSH_PERF=1 LUSH_PERF_OUT=$(TOOLS)/bench-gateway.md $(GO) test -count=1 -timeout 15m -run '^TestHotPath$$' ./test/perf
+	@cat $(TOOLS)/bench-gateway.md
 
 fuzz: ## run every fuzz target for FUZZTIME each; new crashers land in testdata/fuzz
 	@for pkg in $$($(GO) list ./...); do \

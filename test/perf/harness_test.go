@@ -104,7 +104,6 @@ func run(t testing.TB, cfg config) *report {
 
 	lushctl := buildLushctl(t)
 	echo, echoAddr := startHelper(t, roleEcho, "")
-	_ = echo
 	proxy, proxyAddr := startHelper(t, roleProxy, "http://"+echoAddr)
 	noopP, noopAddr := startHelper(t, roleNoop, "")
 	upstream := "http://" + echoAddr + "/mcp"
@@ -118,6 +117,7 @@ func run(t testing.TB, cfg config) *report {
 		{name: gwArgs, endpoint: args.url + "/agents/bench/mcp", headers: headers, pid: args.pid()},
 	}
 	for i := range targets {
+		targets[i].echoPid = echo.pid()
 		if targets[i].tool == "" {
 			targets[i].tool = echoTool(ctx, t, targets[i])
 		}
@@ -214,6 +214,8 @@ func loadavg() string {
 
 func us(d time.Duration) string {
 	switch {
+	case d >= time.Second:
+		return fmt.Sprintf("%.2f s", d.Seconds())
 	case d >= 10*time.Millisecond:
 		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
 	case d >= time.Millisecond:
@@ -246,6 +248,13 @@ func (r *report) write(w io.Writer, command string) {
 		runtime.NumCPU(), runtime.GOMAXPROCS(0), r.loadavg, runtime.Version(), r.startedAt.UTC().Format(time.RFC3339))
 	fmt.Fprintf(w, "each closed-loop run %s, each ext_authz run %s at %d requests/s, each decision %s\n\n",
 		r.cfg.duration, r.cfg.authzDuration, r.cfg.rate, r.cfg.decisionDuration)
+	if f := strings.Fields(r.loadavg); len(f) > 0 {
+		if l, err := strconv.ParseFloat(f[0], 64); err == nil && l > float64(runtime.NumCPU()) {
+			fmt.Fprintf(w, "NOTE: the machine was busy with other work when the run started (load %.1f on %d CPUs): every figure is pessimistic, the ratios less so.\n", l, runtime.NumCPU())
+		}
+	}
+	fmt.Fprintln(w, "The load generators and the OPA evaluations run in the test process; the echo server, the bare proxy, the no-op ext_authz server and each lushctl gateway are processes of their own, all on loopback and on the same CPUs.")
+	fmt.Fprintln(w)
 	fmt.Fprintln(w, "| what | today | peer in the same run |")
 	fmt.Fprintln(w, "|---|---|---|")
 	for i, name := range []string{"allowed read", "denied write"} {
@@ -279,8 +288,8 @@ func (r *report) write(w io.Writer, command string) {
 		us(quantile(r.authz[lushEAA].lat, 0.99)), ratio(quantile(r.authz[lushEAA].lat, 0.99), noopP99), notAllowed(r.authz[lushEAA]), us(noopP99))
 
 	fmt.Fprintf(w, "\n### Closed loop: mcp-go clients calling echo (each client its own session)\n\n")
-	fmt.Fprintln(w, "| clients | path | calls/s | share of direct | p50 | p99 | CPU per call of the hop's process | failed |")
-	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|")
+	fmt.Fprintln(w, "| clients | path | calls/s | share of direct | p50 | p99 | CPU per call of the hop's process | of the echo server | failed |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|---|---|---|")
 	for _, n := range r.cfg.clients {
 		for _, name := range []string{direct, bare, gw, gwArgs} {
 			res := r.load[n][name]
@@ -288,8 +297,12 @@ func (r *report) write(w io.Writer, command string) {
 			if name == direct {
 				cpu = "—"
 			}
-			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %d |\n", n, name, res.perSecond(), share(res, r.load[n][direct]),
-				us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)), cpu, res.failed)
+			echoCPU := "—"
+			if res.calls > 0 {
+				echoCPU = us(res.echoCPU / time.Duration(res.calls))
+			}
+			fmt.Fprintf(w, "| %d | %s | %.0f | %s | %s | %s | %s | %s | %d |\n", n, name, res.perSecond(), share(res, r.load[n][direct]),
+				us(quantile(res.lat, 0.5)), us(quantile(res.lat, 0.99)), cpu, echoCPU, res.failed)
 		}
 	}
 	fmt.Fprintf(w, "\n### ext_authz: gRPC Check, open loop at %d requests/s, one connection\n\n", r.cfg.rate)

@@ -26,6 +26,7 @@ type target struct {
 	headers  map[string]string // sent with every request (the gateway's API key)
 	tool     string            // the echo tool's name there
 	pid      int               // the process whose CPU is charged to the hop (0: none, direct)
+	echoPid  int               // the echo server's process
 }
 
 // result is what a load run measured.
@@ -34,6 +35,7 @@ type result struct {
 	elapsed time.Duration
 	lat     []time.Duration // sorted
 	cpu     time.Duration   // CPU of the target's process during the run
+	echoCPU time.Duration   // CPU of the echo server's process during the run
 	failed  int             // calls that failed or were refused (not in lat); fail closed shows here
 	first   string          // the first failure
 }
@@ -125,7 +127,7 @@ func closedLoop(ctx context.Context, t testing.TB, tg target, clients int, d tim
 	}
 	lats := make([][]time.Duration, clients)
 	fails := make([]result, clients)
-	cpu0 := cpuOf(t, tg.pid)
+	cpu0, echo0 := cpuOf(t, tg.pid), cpuOf(t, tg.echoPid)
 	begin := time.Now()
 	deadline := begin.Add(d)
 	var wg sync.WaitGroup
@@ -142,7 +144,7 @@ func closedLoop(ctx context.Context, t testing.TB, tg target, clients int, d tim
 		})
 	}
 	wg.Wait()
-	r := result{elapsed: time.Since(begin), cpu: cpuOf(t, tg.pid) - cpu0}
+	r := result{elapsed: time.Since(begin), cpu: cpuOf(t, tg.pid) - cpu0, echoCPU: cpuOf(t, tg.echoPid) - echo0}
 	for i := range cs {
 		r.lat = append(r.lat, lats[i]...)
 		if fails[i].failed > 0 {
