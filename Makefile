@@ -129,7 +129,7 @@ bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchs
 # server, and one decision against a plain RBAC policy. About 2 minutes; the report is also in
 # .tools/bench-gateway.md. LUSH_PERF_DURATION (5s), LUSH_PERF_CLIENTS (1,64), LUSH_PERF_RATE
 # (2000), LUSH_PERF_AUTHZ_DURATION (5s) and LUSH_PERF_DECISION_DURATION (2s) change what it does.
-bench-gateway: ## the hot path side by side (issue 21's table): gateway, bare proxy, ext_authz, one decision vs RBAC
+bench-gateway: opa-tool ## the hot path side by side (issue 21's table): gateway, bare proxy, ext_authz, one decision vs RBAC
 	@mkdir -p $(TOOLS)
 	LUSH_PERF=1 LUSH_PERF_OUT=$(TOOLS)/bench-gateway.md $(GO) test -count=1 -timeout 15m -run '^TestHotPath$$' ./test/perf
 	@cat $(TOOLS)/bench-gateway.md

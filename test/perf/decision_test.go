@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -83,7 +87,7 @@ type decisionCost struct {
 
 // prepareBundle prepares data.lush.authz.decision over the quickstart's compiled bundle with
 // OPA's rego package, as `opa eval -b`/`opa bench -b` would: no Lush engine, no cache.
-func prepareBundle(ctx context.Context, t testing.TB) rego.PreparedEvalQuery {
+func prepareBundle(ctx context.Context, t testing.TB) (rego.PreparedEvalQuery, []byte) {
 	t.Helper()
 	res, err := compiler.Build(ctx, "../../examples/quickstart", compiler.Offline(true))
 	if err != nil || !res.OK() {
@@ -98,7 +102,7 @@ func prepareBundle(ctx context.Context, t testing.TB) rego.PreparedEvalQuery {
 	if err != nil {
 		t.Fatalf("prepare the bundle's decision: %v", err)
 	}
-	return pq
+	return pq, res.Bundle
 }
 
 func prepareRBAC(ctx context.Context, t testing.TB) rego.PreparedEvalQuery {
@@ -170,3 +174,69 @@ func measureDecision(ctx context.Context, t testing.TB, pq rego.PreparedEvalQuer
 }
 
 func inmemStore(data map[string]any) storage.Store { return inmem.NewFromObject(data) }
+
+// opaBinary finds the pinned opa CLI (make opa-tool): LUSH_OPA, then .tools/bin/opa, then PATH;
+// "" when there is none.
+func opaBinary() string {
+	if p := os.Getenv("LUSH_OPA"); p != "" {
+		return p
+	}
+	if p, err := filepath.Abs("../../.tools/bin/opa"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("opa"); err == nil {
+		return p
+	}
+	return ""
+}
+
+// opaBench runs `opa bench` (the real CLI, as issue 21 measured) on the bundle's decision and on
+// the RBAC policy's, for the allowed read and the denied write: mean (ns/op) and the p99 of its
+// query-evaluation histogram.
+func opaBench(ctx context.Context, t testing.TB, opa string, bundleData []byte) (lush, rbac [2]decisionCost) {
+	t.Helper()
+	dir := t.TempDir()
+	write := func(name string, data []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	bundlePath := write("bundle.tar.gz", bundleData)
+	policy := write("rbac.rego", []byte(rbacPolicy))
+	data, err := json.Marshal(rbacData)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dataPath := write("data.json", data)
+	bench := func(args ...string) decisionCost {
+		out, err := exec.CommandContext(ctx, opa, append([]string{"bench", "--format", "json"}, args...)...).Output()
+		if err != nil {
+			t.Fatalf("opa bench %v: %v\n%s", args, err, out)
+		}
+		var r struct {
+			N     int
+			T     int64
+			Extra map[string]float64
+		}
+		if err := json.Unmarshal(out, &r); err != nil || r.N == 0 {
+			t.Fatalf("opa bench %v: output %q: %v", args, out, err)
+		}
+		return decisionCost{evals: r.N, mean: time.Duration(r.T / int64(r.N)),
+			p50: time.Duration(r.Extra["histogram_timer_rego_query_eval_ns_median"]),
+			p99: time.Duration(r.Extra["histogram_timer_rego_query_eval_ns_99%"])}
+	}
+	for i, in := range []authz.Input{allowedRead, deniedWrite} {
+		input, err := json.Marshal(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		inPath := write(fmt.Sprintf("input-%d.json", i), input)
+		lush[i] = bench("--bundle", bundlePath, "--input", inPath, "data.lush.authz.decision")
+		rbac[i] = bench("--data", policy, "--data", dataPath, "--input", inPath, "data.rbac.decision")
+	}
+	return lush, rbac
+}

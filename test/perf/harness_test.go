@@ -23,6 +23,7 @@ type config struct {
 	rate             int           // ext_authz requests a second
 	authzDuration    time.Duration // each ext_authz measurement
 	decisionDuration time.Duration // each decision measurement
+	opaBench         bool          // also run the pinned opa CLI's `opa bench` (about 10 s each)
 }
 
 // configFromEnv reads LUSH_PERF_DURATION, LUSH_PERF_CLIENTS (comma-separated), LUSH_PERF_RATE,
@@ -30,6 +31,7 @@ type config struct {
 func configFromEnv(t testing.TB) config {
 	t.Helper()
 	c := config{duration: 5 * time.Second, clients: []int{1, 64}, rate: 2000, authzDuration: 5 * time.Second, decisionDuration: 2 * time.Second}
+	// LUSH_PERF_OPA_BENCH=0 leaves out `opa bench`.
 	dur := func(name string, into *time.Duration) {
 		if v := os.Getenv(name); v != "" {
 			d, err := time.ParseDuration(v)
@@ -42,6 +44,7 @@ func configFromEnv(t testing.TB) config {
 	dur("LUSH_PERF_DURATION", &c.duration)
 	dur("LUSH_PERF_AUTHZ_DURATION", &c.authzDuration)
 	dur("LUSH_PERF_DECISION_DURATION", &c.decisionDuration)
+	c.opaBench = os.Getenv("LUSH_PERF_OPA_BENCH") != "0"
 	if v := os.Getenv("LUSH_PERF_CLIENTS"); v != "" {
 		c.clients = nil
 		for f := range strings.SplitSeq(v, ",") {
@@ -80,6 +83,9 @@ type report struct {
 	authz     map[string]result
 	bundle    [2]decisionCost // allowed read, denied write
 	rbac      [2]decisionCost
+	opa       string          // the opa CLI that ran opa bench; "" when it did not run
+	opaLush   [2]decisionCost // opa bench: the bundle, allowed read and denied write
+	opaRBAC   [2]decisionCost // opa bench: the RBAC policy
 	loadavg   string
 	startedAt time.Time
 }
@@ -92,7 +98,8 @@ func run(t testing.TB, cfg config) *report {
 	rep := &report{cfg: cfg, load: map[int]map[string]result{}, authz: map[string]result{}, startedAt: time.Now(), loadavg: loadavg()}
 
 	// One decision: the compiled bundle and the RBAC peer, in-process, before any server runs.
-	pq, rbac := prepareBundle(ctx, t), prepareRBAC(ctx, t)
+	pq, bundleData := prepareBundle(ctx, t)
+	rbac := prepareRBAC(ctx, t)
 	for i, c := range []struct {
 		in   authz.Input
 		want bool
@@ -100,6 +107,14 @@ func run(t testing.TB, cfg config) *report {
 		in := parsedInput(t, c.in)
 		rep.bundle[i] = measureDecision(ctx, t, pq, in, c.want, cfg.decisionDuration)
 		rep.rbac[i] = measureDecision(ctx, t, rbac, in, c.want, cfg.decisionDuration)
+	}
+
+	if cfg.opaBench {
+		if rep.opa = opaBinary(); rep.opa == "" {
+			t.Log("no opa CLI (make opa-tool, or LUSH_OPA): opa bench left out")
+		} else {
+			rep.opaLush, rep.opaRBAC = opaBench(ctx, t, rep.opa, bundleData)
+		}
 	}
 
 	lushctl := buildLushctl(t)
@@ -261,6 +276,11 @@ func (r *report) write(w io.Writer, command string) {
 		b, p := r.bundle[i], r.rbac[i]
 		fmt.Fprintf(w, "| one decision (OPA rego package, prepared query), %s: mean, p99 | %s, p99 %s | a plain RBAC policy of the same intent: %s, p99 %s (%s, p99 %s) |\n",
 			name, us(b.mean), us(b.p99), us(p.mean), us(p.p99), ratio(b.mean, p.mean), ratio(b.p99, p.p99))
+		if r.opa != "" {
+			b, p := r.opaLush[i], r.opaRBAC[i]
+			fmt.Fprintf(w, "| one decision, `opa bench`, %s: ns/op, p99 | %s, p99 %s | a plain RBAC policy of the same intent: %s, p99 %s (%s, p99 %s) |\n",
+				name, us(b.mean), us(b.p99), us(p.mean), us(p.p99), ratio(b.mean, p.mean), ratio(b.p99, p.p99))
+		}
 	}
 	hi, lo := r.cfg.clients[len(r.cfg.clients)-1], r.cfg.clients[0]
 	if l := r.load[hi]; l != nil {
@@ -326,14 +346,21 @@ func (r *report) write(w io.Writer, command string) {
 			}
 		}
 	}
-	fmt.Fprintf(w, "\n### One decision: OPA's rego package, prepared query, input parsed once\n\n")
+	fmt.Fprintf(w, "\n### One decision: OPA's rego package (prepared query, input parsed once) and the opa CLI's `opa bench`\n\n")
+	if r.opa != "" {
+		fmt.Fprintf(w, "opa CLI: %s\n\n", r.opa)
+	}
 	fmt.Fprintln(w, "| input | policy | evaluations | mean | p50 | p99 |")
 	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for i, name := range []string{"allowed read", "denied write"} {
 		for _, p := range []struct {
 			name string
 			c    decisionCost
-		}{{"quickstart bundle (data.lush.authz.decision)", r.bundle[i]}, {"plain RBAC (data.rbac.decision)", r.rbac[i]}} {
+		}{{"quickstart bundle (data.lush.authz.decision)", r.bundle[i]}, {"plain RBAC (data.rbac.decision)", r.rbac[i]},
+			{"`opa bench`, quickstart bundle", r.opaLush[i]}, {"`opa bench`, plain RBAC", r.opaRBAC[i]}} {
+			if p.c.evals == 0 {
+				continue
+			}
 			fmt.Fprintf(w, "| %s | %s | %d | %s | %s | %s |\n", name, p.name, p.c.evals, us(p.c.mean), us(p.c.p50), us(p.c.p99))
 		}
 	}
