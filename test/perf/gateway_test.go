@@ -101,21 +101,27 @@ type gatewayProc struct {
 var extAuthzLine = regexp.MustCompile(`ext_authz \(Envoy, gRPC\): (127\.0\.0\.1:\d+)`)
 
 // startGateway runs `lushctl gateway` over the project in dir, as its own process, listening on
-// loopback for MCP and for ext_authz, its decision log in a temporary directory.
+// loopback for MCP and for ext_authz, its decision log in a temporary directory. It is ready
+// when it has written its address and named its ext_authz address, and has said that the
+// decision cache is on (log level info: the gateway logs nothing per call at that level).
 func startGateway(t testing.TB, lushctl, dir string) *gatewayProc {
 	t.Helper()
 	tmp := t.TempDir()
 	ready := filepath.Join(tmp, "ready")
 	cmd := exec.Command(lushctl, "gateway", "--config", filepath.Join(dir, "gateway.yaml"),
 		"--listen", "127.0.0.1:0", "--ready-file", ready, "--ext-authz", "127.0.0.1:0",
-		"--decision-log", filepath.Join(tmp, "decisions.db"), "--log-level", "warn", dir)
+		"--decision-log", filepath.Join(tmp, "decisions.db"), "--log-level", "info", dir)
 	cmd.Env = append(os.Environ(), "TRACE_BACKEND=none", "LUSH_BUILD=", "LUSH_TOKEN=", "LUSH_URL=")
 	p := start(t, "lushctl gateway", cmd)
 	deadline := time.Now().Add(120 * time.Second)
 	for {
 		addr, err := os.ReadFile(ready)
-		m := extAuthzLine.FindStringSubmatch(p.out.String())
-		if err == nil && len(addr) > 0 && m != nil {
+		out := p.out.String()
+		if strings.Contains(out, "decision_cache=off") {
+			t.Fatalf("lushctl gateway deployed its build with the decision cache off: the figures would not be the cached path's:\n%s", out)
+		}
+		m := extAuthzLine.FindStringSubmatch(out)
+		if err == nil && len(addr) > 0 && m != nil && strings.Contains(out, "decision_cache=on") {
 			a := strings.TrimSpace(string(addr))
 			if !strings.HasPrefix(a, "http") {
 				a = "http://" + a
