@@ -13,14 +13,18 @@ import (
 	"time"
 )
 
+// argPolicyMessage is the argument policy's reason for a denial.
+const argPolicyMessage = "echo may not name a path under /etc/"
+
 // The gateway's one API key: alice, in group:eng, which may read the echo server.
 const apiKey = "perf-alice-key-0123456789"
 
 // The project the gateway serves: one agent (bench) with the echo server's tools, echo a read,
 // live writes off (irrelevant: echo is a read). argPolicy adds a project policy that reads every
 // call's arguments (it denies echoing a path under /etc/), so that each call with new arguments
-// misses the decision cache.
-func writeProject(t testing.TB, upstream string, argPolicy bool) string {
+// misses the decision cache. decisionTimeout, when not "", is the gateway's
+// limits.decision_timeout (the default, 500 ms, is what users run).
+func writeProject(t testing.TB, upstream string, argPolicy bool, decisionTimeout string) string {
 	t.Helper()
 	files := map[string]string{
 		"lush.yaml": `project: perf
@@ -48,6 +52,9 @@ acl:
 		"gateway.yaml": "auth:\n  api_keys:\n" +
 			"    - {name: alice, sha256: " + sha256hex(apiKey) + ", principal: user:alice, groups: [group:eng]}\n",
 	}
+	if decisionTimeout != "" {
+		files["gateway.yaml"] += "limits:\n  decision_timeout: " + decisionTimeout + "\n"
+	}
 	if argPolicy {
 		files["policies/paths.rego"] = `# METADATA
 # title: No system paths
@@ -56,7 +63,7 @@ package lush.policies.paths
 # METADATA
 # custom:
 #   id: perf.paths.etc
-deny contains {"rule": rego.metadata.rule().custom.id, "message": "echo may not name a path under /etc/"} if {
+deny contains {"rule": rego.metadata.rule().custom.id, "message": "` + argPolicyMessage + `"} if {
 	input.action == "tools/call"
 	startswith(input.arguments.text, "/etc/")
 }

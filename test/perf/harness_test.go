@@ -24,6 +24,7 @@ type config struct {
 	authzDuration    time.Duration // each ext_authz measurement
 	decisionDuration time.Duration // each decision measurement
 	opaBench         bool          // also run the pinned opa CLI's `opa bench` (about 10 s each)
+	decisionTimeout  string        // the gateways' limits.decision_timeout; "" for the default
 }
 
 // configFromEnv reads LUSH_PERF_DURATION, LUSH_PERF_CLIENTS (comma-separated), LUSH_PERF_RATE,
@@ -122,8 +123,8 @@ func run(t testing.TB, cfg config) *report {
 	proxy, proxyAddr := startHelper(t, roleProxy, "http://"+echoAddr)
 	noopP, noopAddr := startHelper(t, roleNoop, "")
 	upstream := "http://" + echoAddr + "/mcp"
-	plain := startGateway(t, lushctl, writeProject(t, upstream, false))
-	args := startGateway(t, lushctl, writeProject(t, upstream, true))
+	plain := startGateway(t, lushctl, writeProject(t, upstream, false, cfg.decisionTimeout))
+	args := startGateway(t, lushctl, writeProject(t, upstream, true, cfg.decisionTimeout))
 	headers := map[string]string{"X-API-Key": apiKey}
 	targets := []target{
 		{name: direct, endpoint: upstream, tool: "echo"},
@@ -195,8 +196,10 @@ func checkArgPolicy(ctx context.Context, t testing.TB, plain, args target, plain
 	}
 	if err := call(args); err == nil {
 		t.Fatalf("%s let an echo of /etc/passwd through: its project's argument policy is not in force", args.name)
+	} else if !strings.Contains(err.Error(), argPolicyMessage) {
+		t.Fatalf("%s refused an echo of /etc/passwd, but not for the argument policy's reason (%q): %v", args.name, argPolicyMessage, err)
 	}
-	check := func(addr string) bool {
+	check := func(addr string) (bool, string) {
 		req := checkRequest(0)
 		req.Attributes.Request.Http.RawBody = []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"/etc/passwd"}}}`)
 		req.Attributes.Request.Http.Headers["content-length"] = fmt.Sprint(len(req.Attributes.Request.Http.RawBody))
@@ -205,13 +208,15 @@ func checkArgPolicy(ctx context.Context, t testing.TB, plain, args target, plain
 		if err != nil {
 			t.Fatalf("ext_authz %s: Check: %v", addr, err)
 		}
-		return resp.GetOkResponse() != nil
+		return resp.GetOkResponse() != nil, resp.GetDeniedResponse().GetBody()
 	}
-	if !check(plainEA) {
-		t.Fatalf("the ext_authz of %s refused an echo of /etc/passwd, which no policy of its project denies", plain.name)
+	if ok, body := check(plainEA); !ok {
+		t.Fatalf("the ext_authz of %s refused an echo of /etc/passwd, which no policy of its project denies: %s", plain.name, body)
 	}
-	if check(argsEA) {
+	if ok, body := check(argsEA); ok {
 		t.Fatalf("the ext_authz of %s let an echo of /etc/passwd through: its project's argument policy is not in force", args.name)
+	} else if !strings.Contains(body, argPolicyMessage) {
+		t.Fatalf("the ext_authz of %s refused an echo of /etc/passwd, but not for the argument policy's reason (%q): %s", args.name, argPolicyMessage, body)
 	}
 }
 
