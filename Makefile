@@ -28,7 +28,7 @@ FUZZTIME     ?= 30s
 BENCH        ?= .
 BENCHCOUNT   ?= 6
 
-.PHONY: build test test-vault stress vet lint fmt demo bench fuzz tools node-tools go-tools opa-tool hydra-tool postgres chromium clean help
+.PHONY: build test test-vault stress vet lint fmt demo bench bench-gateway fuzz tools node-tools go-tools opa-tool hydra-tool postgres chromium clean help
 
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
@@ -119,9 +119,20 @@ fmt:
 demo: build node-tools hydra-tool ## the quickstart end to end: build, errors, policy tests, the gateway, the decision log
 	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) AUTHSERVER=$(AUTHSERVER) LUSH_HYDRA=$(HYDRA) examples/demo.sh
 
-bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat
+bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat; then bench-gateway
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) ./... | tee $(TOOLS)/bench.txt
 	benchstat $(TOOLS)/bench.txt
+	$(MAKE) bench-gateway
+
+# The hot path side by side in one run (issue 21, test/perf): the real lushctl gateway and its
+# ext_authz as their own processes, the echo server, a bare reverse proxy, a no-op ext_authz
+# server, and one decision against a plain RBAC policy. About 2 minutes; the report is also in
+# .tools/bench-gateway.md. LUSH_PERF_DURATION (5s), LUSH_PERF_CLIENTS (1,64), LUSH_PERF_RATE
+# (2000), LUSH_PERF_AUTHZ_DURATION (5s) and LUSH_PERF_DECISION_DURATION (2s) change what it does.
+bench-gateway: opa-tool ## the hot path side by side (issue 21's table): gateway, bare proxy, ext_authz, one decision vs RBAC
+	@mkdir -p $(TOOLS)
+	LUSH_PERF=1 LUSH_PERF_OUT=$(TOOLS)/bench-gateway.md $(GO) test -count=1 -timeout 15m -run '^TestHotPath$$' ./test/perf
+	@cat $(TOOLS)/bench-gateway.md
 
 fuzz: ## run every fuzz target for FUZZTIME each; new crashers land in testdata/fuzz
 	@for pkg in $$($(GO) list ./...); do \
