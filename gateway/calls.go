@@ -229,11 +229,12 @@ func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
 	if len(body) < 2 || body[0] != '{' {
 		return result
 	}
-	meta, _ := json.Marshal(map[string]any{"dev.lush/decision": v.Meta()})
 	if !bytes.Contains(body, []byte(`"_meta"`)) {
+		// {"_meta":{"dev.lush/decision":<meta>}, followed by the result's own members.
+		meta := v.MetaJSON()
 		rest := bytes.TrimSpace(body[1:])
-		out := make([]byte, 0, len(body)+len(meta)+12)
-		out = append(append(out, `{"_meta":`...), meta...)
+		out := make([]byte, 0, len(body)+len(meta)+len(`{"_meta":{"dev.lush/decision":},`)+1)
+		out = append(append(append(out, `{"_meta":{"dev.lush/decision":`...), meta...), '}')
 		if rest[0] != '}' {
 			out = append(out, ',')
 		}
@@ -245,7 +246,7 @@ func withDecision(result json.RawMessage, v *enforce.Verdict) json.RawMessage {
 	}
 	merged := map[string]json.RawMessage{}
 	json.Unmarshal(obj["_meta"], &merged)
-	merged["dev.lush/decision"], _ = json.Marshal(v.Meta())
+	merged["dev.lush/decision"] = v.MetaJSON()
 	obj["_meta"], _ = json.Marshal(merged)
 	out, err := json.Marshal(obj)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -185,6 +186,47 @@ func TestSessions(t *testing.T) {
 	}
 	if _, err := NewSessions([]byte("short"), 0); err == nil {
 		t.Error("a short key was accepted")
+	}
+}
+
+// Verified ids are remembered (verify skips the HMAC and the decoding of a known id), but what
+// depends on the request still decides: the same answers as a first verification, with a cache
+// that stays bounded and that only ever holds ids that verified.
+func TestVerifiedSessionCache(t *testing.T) {
+	s, _ := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour)
+	fresh, _ := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour) // the same key, nothing cached
+	id, _ := s.issue(Session{Endpoint: "a", Principal: PrincipalDigest("user:alice"), Protocol: "2025-11-25"}, "n1")
+	tamper := id[:len(id)-2] + "AA"
+	type answer struct {
+		sess *Session
+		err  error
+	}
+	for round := range 3 { // the first round fills the cache, the others hit it
+		for _, c := range []struct{ id, endpoint, principal string }{
+			{id, "a", "user:alice"}, {id, "b", "user:alice"}, {id, "a", "user:bob"}, {tamper, "a", "user:alice"},
+			{"lush1.x.y", "a", "user:alice"}, {id + "x", "a", "user:alice"},
+		} {
+			got, err := s.verify(c.id, c.endpoint, c.principal)
+			want, werr := fresh.verify(c.id, c.endpoint, c.principal)
+			fresh.verified = map[string]*Session{}
+			if err != werr || (got == nil) != (want == nil) || (got != nil && (got.ID != want.ID || got.Protocol != want.Protocol || got.Endpoint != want.Endpoint)) {
+				t.Errorf("round %d, %+v: %+v, %v; uncached %+v, %v", round, c, answer{got, err}, err, answer{want, werr}, werr)
+			}
+		}
+	}
+	for k := range s.verified {
+		if k != id {
+			t.Errorf("cached an id that did not verify: %q", k)
+		}
+	}
+	for i := range maxVerified + 10 {
+		other, _ := s.issue(Session{Endpoint: "a", Principal: PrincipalDigest("user:alice")}, strconv.Itoa(i))
+		if _, err := s.verify(other, "a", "user:alice"); err != nil {
+			t.Fatal(err)
+		}
+		if len(s.verified) > maxVerified {
+			t.Fatalf("%d cached ids", len(s.verified))
+		}
 	}
 }
 

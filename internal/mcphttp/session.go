@@ -51,7 +51,16 @@ type Sessions struct {
 	now        func() time.Time
 	mu         sync.Mutex
 	terminated map[string]int64 // id -> expiry: replica-local (DELETE reaches one replica)
+	// verified holds the ids whose signature this replica has checked, decoded, with the
+	// principal digest they carry: a session's later requests skip the HMAC and the decoding
+	// (the checks that depend on the request, the clock or termination still run on every
+	// request). At most maxVerified entries (then it starts over): an entry is the id, its
+	// decoded Session and a map slot, some 0.5-1 KiB, so at most a few MiB.
+	verified map[string]*Session
 }
+
+// maxVerified bounds Sessions.verified.
+const maxVerified = 4096
 
 // NewSessions returns a session manager. Sessions live ttl from their initialize (default 24h).
 func NewSessions(key []byte, ttl time.Duration) (*Sessions, error) {
@@ -61,7 +70,8 @@ func NewSessions(key []byte, ttl time.Duration) (*Sessions, error) {
 	if ttl <= 0 {
 		ttl = 24 * time.Hour
 	}
-	return &Sessions{key: append([]byte(nil), key...), ttl: ttl, now: time.Now, terminated: map[string]int64{}}, nil
+	return &Sessions{key: append([]byte(nil), key...), ttl: ttl, now: time.Now, terminated: map[string]int64{},
+		verified: map[string]*Session{}}, nil
 }
 
 // PrincipalDigest binds a session to a principal without writing the principal into the id.
@@ -94,6 +104,44 @@ func (s *Sessions) verify(id, endpoint, principal string) (*Session, error) {
 	if len(id) > 4096 || !strings.HasPrefix(id, sessionPrefix) {
 		return nil, ErrSessionUnknown
 	}
+	s.mu.Lock()
+	cached := s.verified[id]
+	s.mu.Unlock()
+	var sess Session
+	if cached != nil {
+		sess = *cached
+	} else {
+		decoded, err := s.decode(id)
+		if err != nil {
+			return nil, err
+		}
+		sess = *decoded
+		s.mu.Lock()
+		if len(s.verified) >= maxVerified {
+			clear(s.verified)
+		}
+		s.verified[decoded.ID] = decoded
+		s.mu.Unlock()
+	}
+	switch {
+	case !hmac.Equal([]byte(sess.Principal), []byte(PrincipalDigest(principal))):
+		return nil, ErrSessionUnknown // first: nothing else about the session may show
+	case s.now().Unix() >= sess.Expires:
+		return nil, ErrSessionExpired
+	case sess.Endpoint != endpoint:
+		return nil, ErrSessionEndpoint
+	}
+	s.mu.Lock()
+	_, gone := s.terminated[id]
+	s.mu.Unlock()
+	if gone {
+		return nil, ErrSessionTerminated
+	}
+	return &sess, nil
+}
+
+// decode checks id's signature and decodes the session it carries.
+func (s *Sessions) decode(id string) (*Session, error) {
 	dot := strings.LastIndexByte(id, '.')
 	if dot <= len(sessionPrefix) {
 		return nil, ErrSessionUnknown
@@ -110,21 +158,7 @@ func (s *Sessions) verify(id, endpoint, principal string) (*Session, error) {
 	if err := json.Unmarshal(payload, &sess); err != nil {
 		return nil, ErrSessionUnknown
 	}
-	sess.ID = id
-	switch {
-	case !hmac.Equal([]byte(sess.Principal), []byte(PrincipalDigest(principal))):
-		return nil, ErrSessionUnknown // first: nothing else about the session may show
-	case s.now().Unix() >= sess.Expires:
-		return nil, ErrSessionExpired
-	case sess.Endpoint != endpoint:
-		return nil, ErrSessionEndpoint
-	}
-	s.mu.Lock()
-	_, gone := s.terminated[id]
-	s.mu.Unlock()
-	if gone {
-		return nil, ErrSessionTerminated
-	}
+	sess.ID = strings.Clone(id) // the cache keeps it, not the request's header
 	return &sess, nil
 }
 

@@ -484,6 +484,40 @@ func (v *Verdict) Meta() map[string]any {
 	return m
 }
 
+// MetaJSON is Meta encoded as JSON: the same bytes as json.Marshal(v.Meta()) (the map's keys
+// sorted), without building the map. Answers carry it on every call.
+func (v *Verdict) MetaJSON() []byte {
+	m := metaDoc{Access: v.Access, Approvals: v.Approvals, ID: v.ID, Outcome: v.Outcome, Reasons: v.Reasons,
+		Revision: v.Revision, Risk: v.Risk, Rules: v.Rules, Tool: v.Tool}
+	if v.RetryAfter > 0 {
+		ms := RetryAfterMS(v.RetryAfter)
+		m.RetryAfterMS = &ms
+	}
+	if !v.Recorded {
+		m.Recorded = new(bool)
+	}
+	b, err := json.Marshal(&m)
+	if err != nil { // not reached: every field encodes
+		b, _ = json.Marshal(v.Meta())
+	}
+	return b
+}
+
+// metaDoc is Meta's map as a struct, its fields in the order json.Marshal sorts the map's keys.
+type metaDoc struct {
+	Access       string         `json:"access"`
+	Approvals    []authz.Reason `json:"approvals"`
+	ID           string         `json:"id"`
+	Outcome      string         `json:"outcome"`
+	Reasons      []authz.Reason `json:"reasons"`
+	Recorded     *bool          `json:"recorded,omitempty"`
+	RetryAfterMS *int64         `json:"retry_after_ms,omitempty"`
+	Revision     string         `json:"revision"`
+	Risk         string         `json:"risk"`
+	Rules        []string       `json:"rules"`
+	Tool         string         `json:"tool"`
+}
+
 // RetryAfterMS is d in whole milliseconds, rounded up.
 func RetryAfterMS(d time.Duration) int64 {
 	ms := d.Milliseconds()

@@ -1,0 +1,53 @@
+package enforce
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/lush-agents/lush/policies/authz"
+)
+
+// MetaJSON gives the bytes of json.Marshal(Meta()) for every verdict: random ones, and strings
+// that JSON escapes (HTML characters, quotes, control characters, invalid UTF-8, U+2028).
+func TestMetaJSONIsMeta(t *testing.T) {
+	words := []string{"", "allow", "deny", "<script>&", `"quoted"\`, "\x00\x1f\n", "\xff\xfe", "\u2028\u2029", "é", "lush.capability.unknown_tool"}
+	r := rand.New(rand.NewPCG(1, 2))
+	w := func() string { return words[r.IntN(len(words))] + words[r.IntN(len(words))] }
+	reasons := func() []authz.Reason {
+		switch r.IntN(3) {
+		case 0:
+			return nil
+		case 1:
+			return []authz.Reason{}
+		}
+		var rs []authz.Reason
+		for range r.IntN(3) + 1 {
+			rs = append(rs, authz.Reason{Rule: w(), Message: w()})
+		}
+		return rs
+	}
+	for i := range 5000 {
+		v := &Verdict{ID: w(), Tool: w(), Recorded: r.IntN(2) == 0}
+		v.Outcome, v.Access, v.Risk, v.Revision = w(), w(), w(), w()
+		v.Reasons, v.Approvals = reasons(), reasons()
+		if r.IntN(3) > 0 {
+			v.Rules = []string{}
+			for range r.IntN(3) {
+				v.Rules = append(v.Rules, w())
+			}
+		}
+		if r.IntN(2) == 0 {
+			v.RetryAfter = time.Duration(r.Int64N(int64(time.Minute))) - time.Second
+		}
+		want, err := json.Marshal(v.Meta())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := v.MetaJSON(); !bytes.Equal(got, want) {
+			t.Fatalf("verdict %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
