@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -262,17 +263,13 @@ func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.Ra
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]json.RawMessage{}
-	for k, v := range p {
-		out[k] = v
-	}
-	out["name"], _ = json.Marshal(e.Upstream)
 	var token string
 	var notify upstream.Notify
+	var meta json.RawMessage
 	downstream := progressToken(p)
 	if downstream != nil {
 		token = "lush-" + decisionID
-		out["_meta"] = withProgressToken(p["_meta"], token)
+		meta = withProgressToken(p["_meta"], token)
 	}
 	notify = func(method string, params json.RawMessage) {
 		switch method {
@@ -290,8 +287,56 @@ func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.Ra
 			c.req.Notify(method, json.RawMessage(params))
 		}
 	}
-	body, _ := json.Marshal(out)
-	return srv.Request(ctx, "tools/call", body, token, notify)
+	return srv.Request(ctx, "tools/call", forwardParams(p, e.Upstream, meta), token, notify)
+}
+
+// forwardParams is the params object of a forwarded tools/call: the client's params with the
+// upstream's tool name and, when meta is not nil, that _meta, the members in sorted order (as
+// json.Marshal of the map would put them). The client's values are copied as they came: each
+// was decoded from a valid JSON document (params), so it is valid JSON, and the upstream reads
+// the same values the policy decided on.
+func forwardParams(p map[string]json.RawMessage, name string, meta json.RawMessage) json.RawMessage {
+	keys := make([]string, 0, len(p)+2)
+	size := 64 + len(name) + len(meta)
+	for k, v := range p {
+		if k != "name" && (k != "_meta" || meta == nil) {
+			keys = append(keys, k)
+			size += len(k) + len(v) + 4
+		}
+	}
+	keys = append(keys, "name")
+	if meta != nil {
+		keys = append(keys, "_meta")
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, size)
+	out = append(out, '{')
+	for i, k := range keys {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(appendJSONString(out, k), ':')
+		switch {
+		case k == "name":
+			out = appendJSONString(out, name)
+		case k == "_meta" && meta != nil:
+			out = append(out, meta...)
+		default:
+			out = append(out, p[k]...)
+		}
+	}
+	return append(out, '}')
+}
+
+// appendJSONString appends s as a JSON string, as json.Marshal encodes it.
+func appendJSONString(out []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c > 0x7e || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			b, _ := json.Marshal(s)
+			return append(out, b...)
+		}
+	}
+	return append(append(append(out, '"'), s...), '"')
 }
 
 // scrubbed is an error whose text had a credential's values removed; errors.As still sees the

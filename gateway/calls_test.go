@@ -1,7 +1,10 @@
 package gateway
 
 import (
+	"bytes"
 	"encoding/json"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	"github.com/lush-agents/lush/policies/authz"
@@ -41,4 +44,60 @@ func TestWithDecision(t *testing.T) {
 			t.Errorf("%s: got %s, want %s", tc.in, gj, wj)
 		}
 	}
+}
+
+// forwardParams builds the same params as the map the gateway used to copy and marshal: equal
+// JSON values, on random and adversarial params (odd keys and names, escapes, duplicate members
+// inside the arguments, whitespace, deep values, a _meta kept or replaced).
+func TestForwardParamsIsTheMarshalledMap(t *testing.T) {
+	old := func(p map[string]json.RawMessage, name string, meta json.RawMessage) []byte {
+		out := map[string]json.RawMessage{}
+		for k, v := range p {
+			out[k] = v
+		}
+		out["name"], _ = json.Marshal(name)
+		if meta != nil {
+			out["_meta"] = meta
+		}
+		b, err := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	keys := []string{"name", "arguments", "_meta", "task", "", "a\"b", "<x>&", "é", "\u2028", "\x01", "zz", "Name"}
+	values := []string{`{}`, `null`, `"x"`, `{"text":"ping"}`, `{"a":1,"a":2}`, "{ \"p\" :\n [1, 2.50, 1e300] }",
+		`"<script>\u0026</script>"`, `"\ud800"`, `[[[[{"k":{"k":[]}}]]]]`, `true`, `-0`, `"\u2028"`}
+	names := []string{"echo", "", "a\"b", "<tool>&", "é\u2028", "\xff", "read_file"}
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range 5000 {
+		p := map[string]json.RawMessage{}
+		for range r.IntN(5) {
+			p[keys[r.IntN(len(keys))]] = json.RawMessage(values[r.IntN(len(values))])
+		}
+		if r.IntN(3) == 0 {
+			p["_meta"] = json.RawMessage(`{"progressToken":` + values[r.IntN(len(values))] + `,"x":"<&>"}`)
+		}
+		var meta json.RawMessage // as forwardCall does
+		if progressToken(p) != nil {
+			meta = withProgressToken(p["_meta"], "lush-"+names[r.IntN(len(names))])
+		}
+		name := names[r.IntN(len(names))]
+		got, want := forwardParams(p, name, meta), old(p, name, meta)
+		g, err := decodeNumbers(got)
+		if err != nil {
+			t.Fatalf("case %d: %s: %v", i, got, err)
+		}
+		if w, _ := decodeNumbers(want); !reflect.DeepEqual(g, w) {
+			t.Fatalf("case %d:\n got %s\nwant %s", i, got, want)
+		}
+	}
+}
+
+func decodeNumbers(b []byte) (any, error) {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.UseNumber()
+	var v any
+	err := d.Decode(&v)
+	return v, err
 }
