@@ -239,7 +239,7 @@ func (l *Log) Record(ctx context.Context, e *Event) error {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
 	}
-	data, err := encodeJSON(&ev)
+	data, err := encodeEvent(&ev)
 	if err != nil {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)

@@ -1,0 +1,227 @@
+package decisionlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"sync"
+)
+
+// encodeEvent is encodeJSON(e), the event's stored document, written field by field instead of
+// through reflection: Record runs it for every decision. It gives the same bytes as encodeJSON
+// (TestEncodeEventIsEncodeJSON compares them on random and adversarial events) and falls back to
+// encodeJSON for what it does not write itself (a timestamp MarshalJSON refuses, an empty but
+// non-nil raw document).
+func encodeEvent(e *Event) ([]byte, error) {
+	if data, ok := encodeEventFast(e); ok {
+		return data, nil
+	}
+	return encodeJSON(e)
+}
+
+// encodeEventFast is encodeEvent's own writer; it reports false when encodeJSON must write e.
+func encodeEventFast(e *Event) ([]byte, bool) {
+	if (e.Input != nil && len(e.Input) == 0) || (e.Result != nil && len(e.Result) == 0) {
+		return nil, false
+	}
+	ts, err := e.Timestamp.MarshalJSON()
+	if err != nil {
+		return nil, false
+	}
+	buf := eventBufs.Get().(*bytes.Buffer)
+	defer eventBufs.Put(buf)
+	buf.Reset()
+	w := eventWriter{buf: buf}
+	w.key(`{"decision_id":`, e.DecisionID)
+	w.key(`,"path":`, e.Path)
+	buf.WriteString(`,"input":`)
+	if !w.raw(e.Input) {
+		return nil, false
+	}
+	buf.WriteString(`,"result":`)
+	if !w.raw(e.Result) {
+		return nil, false
+	}
+	buf.WriteString(`,"timestamp":`)
+	buf.Write(ts)
+	buf.WriteString(`,"labels":`)
+	w.stringMap(e.Labels)
+	buf.WriteString(`,"bundles":`)
+	if e.Bundles == nil {
+		buf.WriteString("null")
+	} else {
+		buf.WriteByte('{')
+		for i, k := range sortedKeys(e.Bundles) {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			w.str(k)
+			buf.WriteString(`:{"revision":`)
+			w.str(e.Bundles[k].Revision)
+			buf.WriteByte('}')
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteString(`,"metrics":`)
+	if e.Metrics == nil {
+		buf.WriteString("null")
+	} else {
+		buf.WriteByte('{')
+		for i, k := range sortedKeys(e.Metrics) {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			w.str(k)
+			buf.WriteByte(':')
+			w.int(e.Metrics[k])
+		}
+		buf.WriteByte('}')
+	}
+	if len(e.Erased) > 0 {
+		buf.WriteString(`,"erased":`)
+		w.strings(e.Erased)
+	}
+	if len(e.Masked) > 0 {
+		buf.WriteString(`,"masked":`)
+		w.strings(e.Masked)
+	}
+	w.key(`,"revision":`, e.Revision)
+	w.key(`,"enforcement_point":`, e.Point)
+	w.key(`,"principal":`, e.Principal)
+	buf.WriteString(`,"groups":`)
+	w.strings(e.Groups)
+	w.omit(`,"agent":`, e.Agent)
+	if len(e.Chain) > 0 {
+		buf.WriteString(`,"chain":`)
+		w.strings(e.Chain)
+	}
+	w.key(`,"action":`, e.Action)
+	w.omit(`,"tool":`, e.Tool)
+	w.omit(`,"tool_name":`, e.ToolName)
+	w.omit(`,"access":`, e.Access)
+	w.omit(`,"risk":`, e.Risk)
+	w.key(`,"outcome":`, e.Outcome)
+	buf.WriteString(`,"rules":`)
+	w.strings(e.Rules)
+	buf.WriteString(`,"latency_ns":`)
+	w.int(e.LatencyNS)
+	w.omit(`,"environment":`, e.Environment)
+	w.omit(`,"trace_id":`, e.TraceID)
+	w.omit(`,"span_id":`, e.SpanID)
+	w.omit(`,"error":`, e.Error)
+	if c := e.Credential; c != nil {
+		w.key(`,"credential":{"type":`, c.Type)
+		w.key(`,"obtained":`, c.Obtained)
+		w.omit(`,"source":`, c.Source)
+		if len(c.Act) > 0 {
+			buf.WriteString(`,"act":`)
+			w.strings(c.Act)
+		}
+		buf.WriteByte('}')
+	}
+	buf.WriteByte('}')
+	if w.slow {
+		return nil, false
+	}
+	return bytes.Clone(buf.Bytes()), true
+}
+
+var eventBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// eventWriter writes JSON values as encoding/json does without HTML escaping. A string it does
+// not write itself (one with control characters or non-ASCII bytes, which JSON escapes in ways
+// this writer leaves to encoding/json) sets slow.
+type eventWriter struct {
+	buf  *bytes.Buffer
+	slow bool
+}
+
+func (w *eventWriter) str(s string) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x80 {
+			w.slow = true
+			return
+		}
+	}
+	w.buf.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c == '"' || c == '\\' {
+			w.buf.WriteString(s[start:i])
+			w.buf.WriteByte('\\')
+			w.buf.WriteByte(c)
+			start = i + 1
+		}
+	}
+	w.buf.WriteString(s[start:])
+	w.buf.WriteByte('"')
+}
+
+func (w *eventWriter) key(key, s string) {
+	w.buf.WriteString(key)
+	w.str(s)
+}
+
+// omit writes a field tagged omitempty.
+func (w *eventWriter) omit(key, s string) {
+	if s != "" {
+		w.key(key, s)
+	}
+}
+
+func (w *eventWriter) int(n int64) {
+	var b [20]byte
+	w.buf.Write(strconv.AppendInt(b[:0], n, 10))
+}
+
+func (w *eventWriter) strings(ss []string) {
+	if ss == nil {
+		w.buf.WriteString("null")
+		return
+	}
+	w.buf.WriteByte('[')
+	for i, s := range ss {
+		if i > 0 {
+			w.buf.WriteByte(',')
+		}
+		w.str(s)
+	}
+	w.buf.WriteByte(']')
+}
+
+func (w *eventWriter) stringMap(m map[string]string) {
+	if m == nil {
+		w.buf.WriteString("null")
+		return
+	}
+	w.buf.WriteByte('{')
+	for i, k := range sortedKeys(m) {
+		if i > 0 {
+			w.buf.WriteByte(',')
+		}
+		w.str(k)
+		w.buf.WriteByte(':')
+		w.str(m[k])
+	}
+	w.buf.WriteByte('}')
+}
+
+// raw writes a raw document compacted, as encoding/json writes a json.RawMessage; it reports
+// false for one that is not valid JSON.
+func (w *eventWriter) raw(m json.RawMessage) bool {
+	if m == nil {
+		w.buf.WriteString("null")
+		return true
+	}
+	return json.Compact(w.buf, m) == nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

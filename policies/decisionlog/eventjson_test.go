@@ -1,0 +1,114 @@
+package decisionlog
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"testing"
+	"time"
+)
+
+// encodeEvent writes the same document as encodeJSON, byte for byte, for random events whose
+// strings need every kind of JSON escape (quotes, backslashes, control characters, HTML
+// characters, non-ASCII, invalid UTF-8, U+2028), with nil and empty maps and slices, raw
+// documents with whitespace, credentials or none, and timestamps in any zone.
+func TestEncodeEventIsEncodeJSON(t *testing.T) {
+	fast := []string{"", "a", "mcp://tests.internal/mcp", `"`, `\`, "<&>", "ok", "\x7f", " ", "/"}
+	all := append([]string{"\x00", "\n\t\r\b\f", "\x1f", "é", "\xff", "\u2028", "日本"}, fast...)
+	var words []string
+	raws := []string{`{}`, `null`, `{"a":1}`, " { \"a\" : [ 1 , \"x y\" ] }\n", `"\u003c<>&"`, `[{"k":"\u2028"}]`, `{"p":"\ud800"}`, `1e300`}
+	r := rand.New(rand.NewPCG(5, 6))
+	w := func() string {
+		s := ""
+		for range r.IntN(4) {
+			s += words[r.IntN(len(words))]
+		}
+		return s
+	}
+	strs := func() []string {
+		switch r.IntN(4) {
+		case 0:
+			return nil
+		case 1:
+			return []string{}
+		}
+		var ss []string
+		for range r.IntN(3) + 1 {
+			ss = append(ss, w())
+		}
+		return ss
+	}
+	raw := func() json.RawMessage {
+		if r.IntN(5) == 0 {
+			return nil
+		}
+		return json.RawMessage(raws[r.IntN(len(raws))])
+	}
+	zones := []*time.Location{time.UTC, time.FixedZone("x", 5*3600+1800), time.FixedZone("y", -7*3600)}
+	fastPath := 0
+	for i := range 20000 {
+		words = all
+		if i%2 == 0 { // strings the fast path writes itself
+			words = fast
+		}
+		e := &Event{DecisionID: w(), Path: w(), Input: raw(), Result: raw(),
+			Timestamp: time.Unix(r.Int64N(1<<33), r.Int64N(1e9)).In(zones[r.IntN(len(zones))]),
+			Erased:    strs(), Masked: strs(), Revision: w(), Point: w(), Principal: w(), Groups: strs(), Agent: w(),
+			Chain: strs(), Action: w(), Tool: w(), ToolName: w(), Access: w(), Risk: w(), Outcome: w(), Rules: strs(),
+			LatencyNS: r.Int64() - r.Int64(), Environment: w(), TraceID: w(), SpanID: w(), Error: w(),
+			Charges: []Charge{{}}}
+		if r.IntN(4) > 0 {
+			e.Labels = map[string]string{}
+			for range r.IntN(4) {
+				e.Labels[w()] = w()
+			}
+			e.Bundles = map[string]Bundle{}
+			for range r.IntN(3) {
+				e.Bundles[w()] = Bundle{Revision: w()}
+			}
+			e.Metrics = map[string]int64{}
+			for range r.IntN(3) {
+				e.Metrics[w()] = r.Int64() - r.Int64()
+			}
+		}
+		if r.IntN(2) == 0 {
+			e.Credential = &CredentialUse{Type: w(), Obtained: w(), Source: w(), Act: strs()}
+		}
+		if i%1000 == 0 { // an empty raw document is an error, as encodeJSON says
+			e.Input = json.RawMessage{}
+		}
+		want, werr := encodeJSON(e)
+		got, err := encodeEvent(e)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Fatalf("event %d:\n got %s, %v\nwant %s, %v", i, got, err, want, werr)
+		}
+		if _, ok := encodeEventFast(e); ok {
+			fastPath++
+		}
+	}
+	if fastPath < 5000 || fastPath > 15000 {
+		t.Errorf("%d of 20000 events took the fast path", fastPath)
+	}
+}
+
+// An event as the gateway writes it takes the fast path.
+func TestEncodeEventFastPath(t *testing.T) {
+	e := &Event{DecisionID: "0198c0de-0000-7000-8000-000000000001", Path: DefaultPath, Input: json.RawMessage(`{"action":"tools/call","arguments":{"text":"ping <&>"}}`),
+		Result: json.RawMessage(`{"allow":true}`), Timestamp: time.Now().UTC(), Labels: map[string]string{"id": "i", "version": "v", "environment": ""},
+		Bundles: map[string]Bundle{"lush": {Revision: "r"}}, Metrics: map[string]int64{"timer_lush_decision_ns": 1234}, Revision: "r",
+		Point: "mcp-gateway", Principal: "user:alice", Groups: []string{"group:eng"}, Agent: "assistant", Chain: []string{"assistant"},
+		Action: "tools/call", Tool: "mcp://x", ToolName: "echo", Access: "read", Risk: "read", Outcome: "allow", Rules: []string{}}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := encodeEvent(e); err != nil {
+			t.Fatal(err)
+		}
+	})
+	want, _ := encodeJSON(e)
+	got, _ := encodeEvent(e)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("got %s\nwant %s", got, want)
+	}
+	if allocs > 8 {
+		t.Errorf("%v allocations: the fast path fell back to encodeJSON", allocs)
+	}
+}
