@@ -403,10 +403,29 @@ func upstreamProblem(ref string, err error, decisionID string) string {
 }
 
 func isErrorResult(raw json.RawMessage) bool {
+	if !mayNameIsError(raw) {
+		return false
+	}
 	var r struct {
 		IsError bool `json:"isError"`
 	}
 	return json.Unmarshal(raw, &r) == nil && r.IsError
+}
+
+// mayNameIsError reports whether raw could have a member that encoding/json decodes into a field
+// named isError: its name matches case-insensitively (with Unicode folding, under which r and o
+// have no other forms) or is written with escapes. Without "rror" in any case and without a
+// backslash, no name can match, and the result is not an error result whatever else it holds.
+func mayNameIsError(raw []byte) bool {
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return true
+	}
+	for i := 0; i+4 <= len(raw); i++ {
+		if raw[i]|0x20 == 'r' && raw[i+1]|0x20 == 'r' && raw[i+2]|0x20 == 'o' && raw[i+3]|0x20 == 'r' {
+			return true
+		}
+	}
+	return false
 }
 
 // toolError is a tool result the model can read and act on. The decision, when there is one, is

@@ -101,3 +101,35 @@ func decodeNumbers(b []byte) (any, error) {
 	err := d.Decode(&v)
 	return v, err
 }
+
+// isErrorResult answers as decoding every result does, on results that name isError in any
+// case, with escapes, nested, in strings, invalid, or not at all.
+func TestIsErrorResultIsTheDecodedField(t *testing.T) {
+	decoded := func(raw []byte) bool {
+		var r struct {
+			IsError bool `json:"isError"`
+		}
+		return json.Unmarshal(raw, &r) == nil && r.IsError
+	}
+	keys := []string{`"isError"`, `"ISERROR"`, `"iſError"`, `"is\u0045rror"`, `"\u0069sError"`, `"isErr"`, `"is_error"`, `"text"`, `"content"`, `"IsError"`}
+	values := []string{`true`, `false`, `null`, `1`, `"true"`, `{"isError":true}`, `[true]`, `"error: isError"`}
+	r := rand.New(rand.NewPCG(7, 8))
+	for i := range 20000 {
+		var b bytes.Buffer
+		b.WriteByte('{')
+		for j := range r.IntN(4) {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(keys[r.IntN(len(keys))] + ":" + values[r.IntN(len(values))])
+		}
+		b.WriteByte('}')
+		raw := b.Bytes()
+		if r.IntN(10) == 0 {
+			raw = raw[:r.IntN(len(raw)+1)] // invalid
+		}
+		if got, want := isErrorResult(raw), decoded(raw); got != want {
+			t.Fatalf("case %d: %s: %v, decoding says %v", i, raw, got, want)
+		}
+	}
+}
