@@ -51,3 +51,33 @@ func TestMetaJSONIsMeta(t *testing.T) {
 		}
 	}
 }
+
+// Events share their Bundles per revision; an event keeps the revision it was decided by when
+// another revision decides next, concurrently too.
+func TestEventBundlesPerRevision(t *testing.T) {
+	p := NewPolicy(Config{Instance: "i"})
+	a := p.eventBundles("r1")
+	if b := p.eventBundles("r1"); b["lush"].Revision != "r1" {
+		t.Fatal(b)
+	}
+	done := make(chan struct{})
+	for _, rev := range []string{"r2", "r3"} {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 1000 {
+				if got := p.eventBundles(rev)["lush"].Revision; got != rev {
+					t.Errorf("revision %s: bundles of %s", rev, got)
+					return
+				}
+			}
+		}()
+	}
+	<-done
+	<-done
+	if a["lush"].Revision != "r1" || len(a) != 1 {
+		t.Errorf("an earlier event's bundles changed: %v", a)
+	}
+	if l := p.labels; l["id"] != "i" || len(l) != 3 {
+		t.Errorf("labels %v", l)
+	}
+}

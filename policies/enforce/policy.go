@@ -45,6 +45,26 @@ type Policy struct {
 	cfg     Config
 	current atomic.Pointer[build]
 	logged  *telemetry.LogLimiter // lines about writes to the log that failed
+	// labels is every event's Labels and bundles the Bundles of the last revision that decided:
+	// shared by the events, which the log only reads.
+	labels  map[string]string
+	bundles atomic.Pointer[bundlesOf]
+}
+
+// bundlesOf is an event's Bundles for a revision.
+type bundlesOf struct {
+	revision string
+	bundles  map[string]decisionlog.Bundle
+}
+
+// eventBundles returns the Bundles of an event decided by revision.
+func (p *Policy) eventBundles(revision string) map[string]decisionlog.Bundle {
+	if b := p.bundles.Load(); b != nil && b.revision == revision {
+		return b.bundles
+	}
+	b := &bundlesOf{revision: revision, bundles: map[string]decisionlog.Bundle{"lush": {Revision: revision}}}
+	p.bundles.Store(b)
+	return b.bundles
 }
 
 // UnrecordedLogInterval is how often at most the Logger is told that decisions (and, apart,
@@ -66,7 +86,8 @@ func NewPolicy(cfg Config) *Policy {
 	if cfg.Budgets == nil && cfg.Log != nil {
 		cfg.Budgets = budget.New(cfg.Log)
 	}
-	return &Policy{cfg: cfg, logged: telemetry.NewLogLimiter(UnrecordedLogInterval, 2, cfg.Clock)}
+	return &Policy{cfg: cfg, logged: telemetry.NewLogLimiter(UnrecordedLogInterval, 2, cfg.Clock),
+		labels: map[string]string{"id": cfg.Instance, "version": cfg.Version, "environment": cfg.Environment}}
 }
 
 // Set makes eng the policy of every enforcer of p, for the calls that start from now on.
