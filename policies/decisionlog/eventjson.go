@@ -13,21 +13,22 @@ import (
 // (TestEncodeEventIsEncodeJSON compares them on random and adversarial events) and falls back to
 // encodeJSON for what it does not write itself (a timestamp MarshalJSON refuses, an empty but
 // non-nil raw document).
-func encodeEvent(e *Event) ([]byte, error) {
+func encodeEvent(e *Event) (string, error) {
 	if data, ok := encodeEventFast(e); ok {
 		return data, nil
 	}
-	return encodeJSON(e)
+	data, err := encodeJSON(e)
+	return string(data), err
 }
 
 // encodeEventFast is encodeEvent's own writer; it reports false when encodeJSON must write e.
-func encodeEventFast(e *Event) ([]byte, bool) {
+func encodeEventFast(e *Event) (string, bool) {
 	if (e.Input != nil && len(e.Input) == 0) || (e.Result != nil && len(e.Result) == 0) {
-		return nil, false
+		return "", false
 	}
 	ts, err := e.Timestamp.MarshalJSON()
 	if err != nil {
-		return nil, false
+		return "", false
 	}
 	buf := eventBufs.Get().(*bytes.Buffer)
 	defer eventBufs.Put(buf)
@@ -37,11 +38,11 @@ func encodeEventFast(e *Event) ([]byte, bool) {
 	w.key(`,"path":`, e.Path)
 	buf.WriteString(`,"input":`)
 	if !w.raw(e.Input) {
-		return nil, false
+		return "", false
 	}
 	buf.WriteString(`,"result":`)
 	if !w.raw(e.Result) {
-		return nil, false
+		return "", false
 	}
 	buf.WriteString(`,"timestamp":`)
 	buf.Write(ts)
@@ -122,9 +123,9 @@ func encodeEventFast(e *Event) ([]byte, bool) {
 	}
 	buf.WriteByte('}')
 	if w.slow {
-		return nil, false
+		return "", false
 	}
-	return bytes.Clone(buf.Bytes()), true
+	return buf.String(), true
 }
 
 var eventBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -1,7 +1,6 @@
 package decisionlog
 
 import (
-	"bytes"
 	"encoding/json"
 	"math/rand/v2"
 	"testing"
@@ -79,7 +78,7 @@ func TestEncodeEventIsEncodeJSON(t *testing.T) {
 		}
 		want, werr := encodeJSON(e)
 		got, err := encodeEvent(e)
-		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+		if (err == nil) != (werr == nil) || got != string(want) {
 			t.Fatalf("event %d:\n got %s, %v\nwant %s, %v", i, got, err, want, werr)
 		}
 		if _, ok := encodeEventFast(e); ok {
@@ -104,8 +103,7 @@ func TestEncodeEventFastPath(t *testing.T) {
 		}
 	})
 	want, _ := encodeJSON(e)
-	got, _ := encodeEvent(e)
-	if !bytes.Equal(got, want) {
+	if got, _ := encodeEvent(e); got != string(want) {
 		t.Fatalf("got %s\nwant %s", got, want)
 	}
 	if allocs > 8 {

@@ -244,7 +244,7 @@ func (l *Log) Record(ctx context.Context, e *Event) error {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)
 	}
-	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, string(data)), charges: ev.Charges}
+	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, data), charges: ev.Charges}
 	if err := l.submit(ctx, r); err != nil {
 		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
 	}
