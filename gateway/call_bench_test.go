@@ -14,8 +14,9 @@ import (
 	"github.com/lush-agents/lush/gateway"
 )
 
-// BenchmarkGatewayCall sends tools/calls from 16 callers per core straight to the gateway's handler (no
-// client connection: an httptest recorder), through authentication, the decision (cached after
+// BenchmarkGatewayCall sends tools/calls from one caller, and from 16 callers per core (whose
+// decisions the log commits in batches), straight to the gateway's handler (no client
+// connection: an httptest recorder), through authentication, the decision (cached after
 // the first), the decision log on SQLite, tracing and the forward to the upstream echo server over
 // loopback HTTP. Its allocs/op and cpu-µs/op are the gateway's own per-call cost plus the upstream's,
 // which does not change with the gateway: the figure to compare before and after a change to the
@@ -23,6 +24,12 @@ import (
 //
 //	go test ./gateway -run '^$' -bench BenchmarkGatewayCall -benchmem -count 6
 func BenchmarkGatewayCall(b *testing.B) {
+	b.Run("callers=1", func(b *testing.B) { benchGatewayCall(b, 0) })
+	b.Run("callers=16xcores", func(b *testing.B) { benchGatewayCall(b, 16) })
+}
+
+// benchGatewayCall runs BenchmarkGatewayCall with parallelism callers per core, or one caller for 0.
+func benchGatewayCall(b *testing.B, parallelism int) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
 	defer tp.Shutdown(context.Background())
 	h := start(b, gateway.Config{}, func(o *gateway.Options) { o.Tracer = tp })
@@ -50,14 +57,20 @@ func BenchmarkGatewayCall(b *testing.B) {
 	}
 	one()
 	b.ReportAllocs()
-	b.SetParallelism(16) // 32 callers on 2 cores: batches form in the decision log, as under load
 	b.ResetTimer()
 	cpu0 := processCPU()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
+	if parallelism == 0 {
+		for range b.N {
 			one()
 		}
-	})
+	} else {
+		b.SetParallelism(parallelism)
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				one()
+			}
+		})
+	}
 	// The process's CPU time per call (gateway, decision log, upstream; not the wall time, which
 	// another process on the machine changes): what a change to the hot path saves.
 	b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
