@@ -476,6 +476,7 @@ func (l *Log) run(w *writer) {
 	defer close(l.done)
 	batch := make([]*request, 0, l.cfg.batchSize)
 	errs := make([]error, 0, l.cfg.batchSize)
+	var wait *time.Timer // CompletionDelay's
 	for {
 		r, ok := <-l.queue
 		if !ok {
@@ -483,6 +484,23 @@ func (l *Log) run(w *writer) {
 			return
 		}
 		batch = l.fill(append(batch[:0], r))
+		if l.cfg.asyncDelay > 0 && len(batch) < l.cfg.batchSize && onlyAsync(batch) {
+			// Nobody waits for these: give the next write that someone waits for (a call's
+			// completion is usually followed by a decision) the chance to carry them.
+			if wait == nil {
+				wait = time.NewTimer(l.cfg.asyncDelay)
+			} else {
+				wait.Reset(l.cfg.asyncDelay)
+			}
+			select {
+			case r, ok := <-l.queue:
+				if ok {
+					batch = l.fill(append(batch, r))
+				} // closed: commit what there is; the next receive ends the loop
+			case <-wait.C:
+			}
+			wait.Stop()
+		}
 		errs = w.commit(batch, errs[:0])
 		for i, r := range batch {
 			switch {
@@ -505,6 +523,17 @@ func (l *Log) run(w *writer) {
 		// leave them waiting in its run queue until it is preempted.
 		runtime.Gosched()
 	}
+}
+
+// onlyAsync reports whether nobody waits for any request of batch: all are queued completions,
+// and none charges a budget (its usage must count as soon as it can).
+func onlyAsync(batch []*request) bool {
+	for _, r := range batch {
+		if r.done != nil || r.kind != kindCompletion || len(r.charges) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // Checkpointing: walSafetyPages is the WAL size (pages) at which the writer checkpoints inline;

@@ -844,3 +844,105 @@ func TestMigrateFromVersion1(t *testing.T) {
 		t.Fatalf("after the migration: %+v %v", recs, err)
 	}
 }
+
+// Queued completions alone wait (CompletionDelay) for a write someone waits for, and commit in its
+// transaction; nothing that waits ever waits for them: a decision, Sync and Close commit at once.
+func TestCompletionDelay(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "decisions.db")
+	l, err := Open(ctx, path, CompletionDelay(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := l.Record(ctx, sampleEvent(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	results := make(chan error, 3)
+	then := func(err error) { results <- err }
+	if err := l.CompleteAsync(&Completion{DecisionID: "a", Status: StatusOK}, then); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the writer has it, and waits
+	if st := l.Stats(); st.Queued != 1 || st.Written != 3 {
+		t.Fatalf("stats %+v: want the completion still queued", st)
+	}
+	// The next decision carries it: both are committed when Record returns.
+	if err := l.Record(ctx, sampleEvent("d")); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-results; err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Queued != 0 || st.Written != 5 {
+		t.Fatalf("stats %+v: want the completion committed with the decision", st)
+	}
+	// Sync does not wait for the delay.
+	if err := l.CompleteAsync(&Completion{DecisionID: "b", Status: StatusOK}, then); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Sync(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-results; err != nil {
+		t.Fatal(err)
+	}
+	// Nor does a completion that charges a budget.
+	if err := l.Record(ctx, sampleEvent("e")); err != nil {
+		t.Fatal(err)
+	}
+	day := time.Date(2026, 11, 25, 0, 0, 0, 0, time.UTC)
+	if err := l.CompleteAsync(&Completion{DecisionID: "e", Status: StatusOK, TokensInput: 1,
+		Charges: []Charge{{Budget: "tokens", Subject: "researcher", Period: day, Used: 1}}}, then); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-results:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("a completion that charges a budget waited for the completion delay")
+	}
+	// Nor does Close, which commits what is queued.
+	if err := l.CompleteAsync(&Completion{DecisionID: "c", Status: StatusOK}, then); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	closed := make(chan error, 1)
+	go func() { closed <- l.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("Close waited for the completion delay")
+	}
+	if err := <-results; err != nil {
+		t.Fatal(err)
+	}
+	r, err := OpenReader(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	recs, err := r.Query(ctx, Filter{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	completed := 0
+	for _, rec := range recs {
+		if rec.Completion != nil {
+			completed++
+		}
+	}
+	if len(recs) != 5 || completed != 4 {
+		t.Errorf("%d decisions, %d completed: want 5, 4", len(recs), completed)
+	}
+	if rep, err := r.Verify(ctx, VerifyOptions{}); err != nil || !rep.OK {
+		t.Errorf("verify: %+v, %v", rep, err)
+	}
+}

@@ -16,6 +16,7 @@ type Option func(*config) error
 type config struct {
 	batchSize   int
 	batchDelay  time.Duration
+	asyncDelay  time.Duration // how long completions alone wait for a write that waits
 	queueSize   int
 	synchronous string
 	clock       func() time.Time
@@ -33,7 +34,7 @@ type config struct {
 // defaultConfig is the config of a log opened without options (but Open names a PostgreSQL
 // log's partition after its host).
 func defaultConfig() config {
-	return config{batchSize: 512, batchDelay: time.Millisecond, queueSize: 8192, synchronous: "normal",
+	return config{batchSize: 512, batchDelay: time.Millisecond, asyncDelay: 2 * time.Millisecond, queueSize: 8192, synchronous: "normal",
 		clock: time.Now, busyTimeout: 5 * time.Second, partition: DefaultPartition, checkpointEvery: time.Minute,
 		checkpointEntries: DefaultCheckpointEntries, retentionChunk: defaultRetentionChunk}
 }
@@ -132,6 +133,21 @@ func BatchDelay(d time.Duration) Option {
 			return fmt.Errorf("BatchDelay must not be negative, not %s", d)
 		}
 		c.batchDelay = d
+		return nil
+	}
+}
+
+// CompletionDelay bounds how long a batch of nothing but queued completions (CompleteAsync,
+// whose callers do not wait) waits for a write that someone waits for, such as the next
+// decision, to commit with it in one transaction; default 2ms, 0 commits them at once. Under a
+// light load it halves the transactions: each call's completion rides with the next decision.
+// Decisions, Complete, Sync, Close and completions that charge a budget never wait for it.
+func CompletionDelay(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("CompletionDelay must not be negative, not %s", d)
+		}
+		c.asyncDelay = d
 		return nil
 	}
 }
