@@ -1388,8 +1388,11 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 			}
 			pq, err := rego.New(
 				rego.Query(`fast := data.lush.authz.decision
-					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false
+					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false with data.lush.authz.fast_read as false
+					no_fast_read := data.lush.authz.decision with data.lush.authz.fast_read as false
 					fast_applies := [x | data.lush.authz.nothing_denies; x := true]
+					fast_read := [x | data.lush.authz.fast_read; x := true]
+					plain := [x | data.lush.authz.plain; x := true]
 					denials := data.lush.authz.denials
 					allow := data.lush.authz.allow
 					problems := data.lush.authz.input_problems
@@ -1403,7 +1406,7 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := rand.New(rand.NewSource(20260106))
-			fast := 0
+			fast, fastRead := 0, 0
 			outcomes := map[string]int{}
 			for range n {
 				in := enforcementShape(r, randomInput(r))
@@ -1419,6 +1422,16 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				if jsonOf(b["fast"]) != jsonOf(b["full"]) {
 					t.Fatalf("input %s:\nwith fast paths %s\nfull evaluation %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["full"]))
 				}
+				if jsonOf(b["fast"]) != jsonOf(b["no_fast_read"]) {
+					t.Fatalf("input %s:\nwith fast_read %s\nwithout it    %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["no_fast_read"]))
+				}
+				if len(b["fast_read"].([]any)) == 1 {
+					fastRead++
+					// fast_read implies the branch below it, which implies the full evaluation.
+					if len(b["fast_applies"].([]any)) != 1 || len(b["plain"].([]any)) != 1 {
+						t.Fatalf("input %s: fast_read, but nothing_denies %v and plain %v", jsonOf(in), b["fast_applies"], b["plain"])
+					}
+				}
 				if len(b["fast_applies"].([]any)) == 1 {
 					fast++
 					if len(b["denials"].([]any)) != 0 || b["allow"] != true {
@@ -1432,9 +1445,9 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				}
 				outcomes[obj(b["fast"])["outcome"].(string)]++
 			}
-			t.Logf("%d inputs, %d on a fast path; outcomes %v", n, fast, outcomes)
-			if fast < n/10 || outcomes["deny"] < n/10 {
-				t.Errorf("random inputs exercise too little: %d on a fast path, outcomes %v", fast, outcomes)
+			t.Logf("%d inputs, %d on a fast path, %d decided by fast_read; outcomes %v", n, fast, fastRead, outcomes)
+			if fast < n/10 || fastRead < n/100 || outcomes["deny"] < n/10 {
+				t.Errorf("random inputs exercise too little: %d on a fast path, %d by fast_read, outcomes %v", fast, fastRead, outcomes)
 			}
 		})
 	}
