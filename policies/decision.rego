@@ -125,9 +125,31 @@ fast_read if {
 	not rate_limited
 	not budget_exhausted
 	not approval_granted
-	count(project_denials) == 0
-	count(project_approvals) == 0
-	count(project_stubs) == 0
+	not project_entry_given
+}
+
+# project_entry_given: some project policy gives a denial, an approval or a
+# stub, without normalizing the entries: project_entries (project.rego) is
+# empty exactly for the values set(), [], false and {}.
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].deny
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
+}
+
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].approval
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
+}
+
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].stub
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
 }
 
 # fast_read_grant: privilege_ok for a tools/call that reads.

@@ -1369,6 +1369,30 @@ var fastPathProjects = map[string]string{
 		"approval contains \"ask\" if data.lush.authz.classification.access == \"write\"\n" +
 		"stub contains \"s\" if input.environment == \"prod\"\n",
 	"adversarial": adversarialModules["fake allow rules"],
+	// Values of every shape, empty or not, for deny, approval and stub (fast_read tells an empty
+	// one from the others without normalizing it).
+	"shapes": `package lush.policies.corp
+shapes := [set(), [], false, {}, {"message": ""}, 0, [""], "", null, true, {"x"}, ["m"], {"rule": "r"}]
+index := i if {
+	i := {"prod": 0, "dev": 1}[input.environment]
+} else := i if {
+	i := {0: 2, 1: 3, 5: 4, 6: 5}[input.depth]
+} else := 6
+deny := shapes[[0, 1, 2, 3, 0, 1, 7][index]]
+approval := shapes[[3, 2, 1, 0, 10, 0, 0][index]]
+stub := shapes[[1, 0, 3, 2, 1, 12, 1][index]]
+`,
+	"shapes 2": `package lush.policies.corp
+shapes := [set(), [], false, {}, 0, null, true, {"x": 1}, [[]], {set()}]
+index := i if {
+	i := {"prod": 0, "dev": 1}[input.environment]
+} else := i if {
+	i := {0: 2, 1: 3, 5: 4, 6: 5}[input.depth]
+} else := 6
+deny := shapes[[3, 2, 1, 0, 0, 0, 4][index]]
+approval := shapes[[0, 5, 0, 1, 2, 9, 3][index]]
+stub := shapes[[2, 3, 7, 0, 8, 6, 1][index]]
+`,
 }
 
 // TestFastPathMatchesFullEvaluation compares the decision with the decision evaluated with the
