@@ -9,14 +9,28 @@ package lush.authz
 # lush.default.deny (fail closed). An allowed call may still need approval
 # (outcome "approval_required") or be stubbed (outcome "stub").
 #
-# Evaluation takes the cheapest branch that applies: an allowed call with the
-# complete evidence and no denial, approval or stub (the common case) builds
-# its decision from a few rules; an allowed call with approvals or stubs adds
-# those; only a call that may be denied evaluates every deny rule. All three
-# branches give exactly the decision the last two alone would give (the
-# tests compare them on random inputs).
+# Evaluation takes the cheapest branch that applies: a read tools/call of the
+# shape every enforcement point sends, allowed outright (the most common call),
+# is decided by one rule, fast_read; another allowed call with the complete
+# evidence and no denial, approval or stub builds its decision from a few
+# rules; an allowed call with approvals or stubs adds those; only a call that
+# may be denied evaluates every deny rule. All four branches give exactly the
+# decision the last two alone would give (the tests compare them on random
+# inputs).
 
 decision := {
+	"allow": true,
+	"outcome": "allow",
+	"stub": false,
+	"approval_required": false,
+	"access": "read",
+	"risk": effective_risk,
+	"reasons": [],
+	"approvals": [],
+	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
+} if {
+	fast_read
+} else := {
 	"allow": true,
 	"outcome": "allow",
 	"stub": false,
@@ -75,6 +89,79 @@ nothing_denies if {
 	not budget_exhausted
 	not self_approval
 	count(project_denials) == 0
+}
+
+# fast_read: a tools/call that reads, allowed with no approval and no stub,
+# checked in one body rather than through allow_rules (whose every body the
+# branch below evaluates). It implies nothing_denies and plain, and then
+# allow_rules is exactly the three ids of the decision above: a well-formed
+# input (with a tool name, and an access hint that cannot make the call a
+# write); a class that reads, at a risk that needs no approval; the
+# allowlist entry and a grant at read or write admitting the tool (capability_ok
+# and privilege_ok for a read); execute on the agent; a depth within max_depth;
+# no schema verdict, refusal, rate limit, exhausted budget or granted approval
+# (which would add lush.approval.granted); no project denial, approval or stub.
+fast_read if {
+	input.action == "tools/call"
+	c := class_entry
+	c.access == "read"
+	not input.tool.access == "write"
+	has_agent_execute
+	fast_read_grant
+	e := data.lush.project.agents[agent_name].tools[tool_ref]
+	is_object(e)
+	name := input.tool.name
+	is_string(name)
+	only := object.get(e, "only", [name])
+	is_array(only)
+	name in only
+	object.get(e, "access", "read") in {"read", "write"}
+	input_ok
+	c.risk in {"read", "write", "network", "destructive"}
+	not c.risk in approval_risks
+	object.get(input.tool, "arguments_valid", null) in {null, true}
+	object.get(input.tool, "refusal", null) in {null, ""}
+	not depth_exceeded
+	not rate_limited
+	not budget_exhausted
+	not approval_granted
+	not project_entry_given
+}
+
+# project_entry_given: some project policy gives a denial, an approval or a
+# stub, without normalizing the entries: project_entries (project.rego) is
+# empty exactly for the values set(), [], false and {}.
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].deny
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
+}
+
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].approval
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
+}
+
+project_entry_given if {
+	some name
+	v := data.lush.policies[name].stub
+	not endswith(name, "_test")
+	not v in {set(), [], false, {}}
+}
+
+# fast_read_grant: privilege_ok for a tools/call that reads.
+fast_read_grant if {
+	grants := data.lush.project.grants[tool_ref]
+	some p in principals
+	some g in grants[p]
+	is_object(g)
+	only := object.get(g, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+	object.get(g, "access", "read") in {"read", "write"}
 }
 
 # plain: an allowed call would need no approval and would not be stubbed.

@@ -165,6 +165,7 @@ test_fallback_deny_without_evidence if {
 		with data.lush.project as project
 		with data.lush.policies as {}
 		with data.lush.authz.allow_rules as {"lush.acl.agent_execute"}
+		with data.lush.authz.fast_read as false # it checks the evidence itself (below)
 	denied_by(d, {"lush.default.deny"})
 	d.reasons == [{
 		"rule": "lush.default.deny",
@@ -211,4 +212,47 @@ test_fast_paths_match_full_evaluation[note] if {
 		with data.lush.policies as {}
 		with data.lush.authz.nothing_denies as false
 	decide(inp) == full
+}
+
+# fast_read decides the allowed read call, and no call that needs more than the
+# three allow-side rules: the decision is the one the other branches give.
+test_fast_read_decides_allowed_read if {
+	data.lush.authz.fast_read with input as read_call
+		with data.lush.project as project
+		with data.lush.policies as {}
+	decide(read_call) == data.lush.authz.decision with input as read_call
+		with data.lush.project as project
+		with data.lush.policies as {}
+		with data.lush.authz.fast_read as false
+}
+
+test_fast_read_not_for_other_calls[note] if {
+	some note, inp in {
+		"write hint": call(read_call, {"tool": {"ref": fs, "name": "read_file", "access": "write"}}),
+		"write tool": call(read_call, {"tool": {"ref": fs, "name": "write_file"}}),
+		"not allowlisted": call(read_call, {"tool": {"ref": fs, "name": "delete_file"}}),
+		"no execute": call(read_call, {"principal": {"id": "user:bob"}}),
+		"too deep": call(read_call, {"depth": 6}),
+		"schema verdict": call(read_call, {"tool": {"ref": fs, "name": "read_file", "arguments_valid": false}}),
+		"refused": call(read_call, {"tool": {"ref": fs, "name": "read_file", "refusal": "no"}}),
+		"rate limited": call(read_call, {"rate_limit": {"exceeded": true}}),
+		"budget exhausted": call(read_call, {"budget": {"exhausted": true}}),
+		"approved": call(read_call, {"approval": {"status": "approved", "id": "a1", "approved_by": "user:sam"}}),
+		"tools/list": call(read_call, {"action": "tools/list"}),
+		"malformed groups": call(read_call, {"principal": {"id": "user:alice", "groups": ["ops"]}}),
+	}
+	not data.lush.authz.fast_read with input as inp
+		with data.lush.project as project
+		with data.lush.policies as {}
+}
+
+test_fast_read_not_with_project_entries[note] if {
+	some note, policies in {
+		"deny": {"corp": {"deny": {"no"}}},
+		"approval": {"corp": {"approval": {"ask"}}},
+		"stub": {"corp": {"stub": {"stub it"}}},
+	}
+	not data.lush.authz.fast_read with input as read_call
+		with data.lush.project as project
+		with data.lush.policies as policies
 }

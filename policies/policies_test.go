@@ -1369,6 +1369,30 @@ var fastPathProjects = map[string]string{
 		"approval contains \"ask\" if data.lush.authz.classification.access == \"write\"\n" +
 		"stub contains \"s\" if input.environment == \"prod\"\n",
 	"adversarial": adversarialModules["fake allow rules"],
+	// Values of every shape, empty or not, for deny, approval and stub (fast_read tells an empty
+	// one from the others without normalizing it).
+	"shapes": `package lush.policies.corp
+shapes := [set(), [], false, {}, {"message": ""}, 0, [""], "", null, true, {"x"}, ["m"], {"rule": "r"}]
+index := i if {
+	i := {"prod": 0, "dev": 1}[input.environment]
+} else := i if {
+	i := {0: 2, 1: 3, 5: 4, 6: 5}[input.depth]
+} else := 6
+deny := shapes[[0, 1, 2, 3, 0, 1, 7][index]]
+approval := shapes[[3, 2, 1, 0, 10, 0, 0][index]]
+stub := shapes[[1, 0, 3, 2, 1, 12, 1][index]]
+`,
+	"shapes 2": `package lush.policies.corp
+shapes := [set(), [], false, {}, 0, null, true, {"x": 1}, [[]], {set()}]
+index := i if {
+	i := {"prod": 0, "dev": 1}[input.environment]
+} else := i if {
+	i := {0: 2, 1: 3, 5: 4, 6: 5}[input.depth]
+} else := 6
+deny := shapes[[3, 2, 1, 0, 0, 0, 4][index]]
+approval := shapes[[0, 5, 0, 1, 2, 9, 3][index]]
+stub := shapes[[2, 3, 7, 0, 8, 6, 1][index]]
+`,
 }
 
 // TestFastPathMatchesFullEvaluation compares the decision with the decision evaluated with the
@@ -1388,8 +1412,11 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 			}
 			pq, err := rego.New(
 				rego.Query(`fast := data.lush.authz.decision
-					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false
+					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false with data.lush.authz.fast_read as false
+					no_fast_read := data.lush.authz.decision with data.lush.authz.fast_read as false
 					fast_applies := [x | data.lush.authz.nothing_denies; x := true]
+					fast_read := [x | data.lush.authz.fast_read; x := true]
+					plain := [x | data.lush.authz.plain; x := true]
 					denials := data.lush.authz.denials
 					allow := data.lush.authz.allow
 					problems := data.lush.authz.input_problems
@@ -1403,7 +1430,7 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := rand.New(rand.NewSource(20260106))
-			fast := 0
+			fast, fastRead := 0, 0
 			outcomes := map[string]int{}
 			for range n {
 				in := enforcementShape(r, randomInput(r))
@@ -1419,6 +1446,16 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				if jsonOf(b["fast"]) != jsonOf(b["full"]) {
 					t.Fatalf("input %s:\nwith fast paths %s\nfull evaluation %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["full"]))
 				}
+				if jsonOf(b["fast"]) != jsonOf(b["no_fast_read"]) {
+					t.Fatalf("input %s:\nwith fast_read %s\nwithout it    %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["no_fast_read"]))
+				}
+				if len(b["fast_read"].([]any)) == 1 {
+					fastRead++
+					// fast_read implies the branch below it, which implies the full evaluation.
+					if len(b["fast_applies"].([]any)) != 1 || len(b["plain"].([]any)) != 1 {
+						t.Fatalf("input %s: fast_read, but nothing_denies %v and plain %v", jsonOf(in), b["fast_applies"], b["plain"])
+					}
+				}
 				if len(b["fast_applies"].([]any)) == 1 {
 					fast++
 					if len(b["denials"].([]any)) != 0 || b["allow"] != true {
@@ -1432,9 +1469,9 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				}
 				outcomes[obj(b["fast"])["outcome"].(string)]++
 			}
-			t.Logf("%d inputs, %d on a fast path; outcomes %v", n, fast, outcomes)
-			if fast < n/10 || outcomes["deny"] < n/10 {
-				t.Errorf("random inputs exercise too little: %d on a fast path, outcomes %v", fast, outcomes)
+			t.Logf("%d inputs, %d on a fast path, %d decided by fast_read; outcomes %v", n, fast, fastRead, outcomes)
+			if fast < n/10 || fastRead < n/100 || outcomes["deny"] < n/10 {
+				t.Errorf("random inputs exercise too little: %d on a fast path, %d by fast_read, outcomes %v", fast, fastRead, outcomes)
 			}
 		})
 	}

@@ -217,21 +217,22 @@ func (e *Engine) InputDependencies() []string {
 
 func (e *Engine) decide(ctx context.Context, in Input, extra ...rego.EvalOption) Decision {
 	if e.cache == nil || len(extra) > 0 || ctx.Err() != nil {
-		return e.evalInput(ctx, in, extra)
+		return e.evalInput(ctx, in, nil, extra)
 	}
 	buf := e.keyBuffer()
 	defer e.keys.Put(buf)
-	key, err := appendInputKey((*buf)[:0], e.deps, &in)
+	key, args, err := appendInputKey((*buf)[:0], e.deps, &in)
 	*buf = key
 	if err != nil {
-		return e.evalInput(ctx, in, nil) // fails the same way, uncached
+		return e.evalInput(ctx, in, nil, nil) // fails the same way, uncached
 	}
 	if d, ok := e.cache.get(key); ok {
 		e.hits.Add(1)
 		return d.clone()
 	}
 	e.misses.Add(1)
-	d := e.evalInput(ctx, in, nil)
+	// The arguments were converted once, for the key; evaluation reuses them.
+	d := e.evalInput(ctx, in, args, nil)
 	if d.Outcome != OutcomeError { // errors and timeouts are never cached
 		e.cache.put(key, d.clone())
 	}
@@ -246,11 +247,11 @@ func (e *Engine) keyBuffer() *[]byte {
 	return &b
 }
 
-// evalInput evaluates the decision for in.
-func (e *Engine) evalInput(ctx context.Context, in Input, extra []rego.EvalOption) Decision {
+// evalInput evaluates the decision for in; args, unless nil, is in.Arguments already converted.
+func (e *Engine) evalInput(ctx context.Context, in Input, args ast.Value, extra []rego.EvalOption) Decision {
 	ctx, cancel := context.WithTimeout(ctx, e.timeout)
 	defer cancel()
-	value, err := in.value()
+	value, err := in.valueWith(args)
 	if err != nil {
 		return errorDecision(e.revision, fmt.Errorf("input: %w", err))
 	}

@@ -122,13 +122,24 @@ func typeTag(v ast.Value) byte {
 // appendInputKey appends the same key as appendKey(b, n, value) for the value of in, reading
 // the fields of in directly instead of converting the whole input (only the arguments, when
 // the policy reads them, are converted). It fails only when the arguments cannot be converted.
-func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
+//
+// It returns the arguments' OPA value when it converted them (nil when it did not), so that
+// the evaluation that follows a cache miss does not convert them a second time
+// (Input.valueWith).
+func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, ast.Value, error) {
+	var args ast.Value
 	if n.whole {
-		v, err := in.value()
-		if err != nil {
-			return b, err
+		if in.Arguments != nil {
+			var err error
+			if args, err = argumentsValue(in.Arguments); err != nil {
+				return b, nil, fmt.Errorf("arguments: %w", err)
+			}
 		}
-		return appendValue(b, v), nil
+		v, err := in.valueWith(args)
+		if err != nil {
+			return b, nil, err
+		}
+		return appendValue(b, v), args, nil
 	}
 	b = append(b, 'O')
 	b = binary.AppendUvarint(b, uint64(len(n.names)))
@@ -197,8 +208,9 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 			}
 			v, err := argumentsValue(in.Arguments)
 			if err != nil {
-				return b, fmt.Errorf("arguments: %w", err)
+				return b, nil, fmt.Errorf("arguments: %w", err)
 			}
+			args = v
 			b = appendKey(b, k, v)
 		case "environment":
 			b = keyString(b, k, in.Environment, in.Environment != "")
@@ -226,7 +238,7 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, error) {
 			b = append(b, 'u') // not a field of Input: always absent
 		}
 	}
-	return b, nil
+	return b, args, nil
 }
 
 // The fields of the principal and tool objects of the input, sorted.

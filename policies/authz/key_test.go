@@ -178,12 +178,24 @@ func TestInputKeyMatchesValueKey(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := appendKey(nil, deps, v)
-		got, err := appendInputKey(nil, deps, &in)
+		got, args, err := appendInputKey(nil, deps, &in)
 		if err != nil {
 			t.Fatal(err)
 		}
 		if string(got) != string(want) {
 			t.Fatalf("%d: deps %v input %+v:\n got %q\nwant %q", i, deps.paths("", nil), in, got, want)
+		}
+		// The arguments the key converted are what evaluation then uses: the input must be the
+		// same value as one converted from scratch.
+		if args != nil && in.Arguments == nil {
+			t.Fatalf("%d: arguments converted for an input without any", i)
+		}
+		reused, err := in.valueWith(args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reused.Compare(v) != 0 {
+			t.Fatalf("%d: deps %v: the input with the key's arguments is %v, want %v", i, deps.paths("", nil), reused, v)
 		}
 	}
 }
@@ -373,7 +385,7 @@ func FuzzInputKey(f *testing.F) {
 		in := Input{Action: "tools/call", Principal: Principal{ID: "user:a"}, Tool: &Tool{Ref: "tools/x"}, Arguments: json.RawMessage(args)}
 		v, verr := in.value()
 		for _, n := range trees {
-			got, err := appendInputKey(nil, n, &in)
+			got, _, err := appendInputKey(nil, n, &in)
 			if (err != nil) != (verr != nil) {
 				t.Fatalf("deps %v: key error %v, conversion error %v", n.paths("", nil), err, verr)
 			}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
@@ -22,10 +23,12 @@ func (e *Engine) Mask(ctx context.Context, in Input) ([]MaskOp, error) {
 		return nil, nil
 	}
 	var key *[]byte
+	var args ast.Value // the arguments, when the key converted them
 	if e.maskCache != nil && ctx.Err() == nil {
 		key = e.keyBuffer()
 		defer e.keys.Put(key)
-		k, err := appendInputKey((*key)[:0], e.maskDeps, &in)
+		k, a, err := appendInputKey((*key)[:0], e.maskDeps, &in)
+		args = a
 		*key = k
 		if err != nil {
 			return nil, fmt.Errorf("mask: input: %w", err)
@@ -34,7 +37,7 @@ func (e *Engine) Mask(ctx context.Context, in Input) ([]MaskOp, error) {
 			return cloneMasks(ops), nil
 		}
 	}
-	value, err := in.value()
+	value, err := in.valueWith(args)
 	if err != nil {
 		return nil, fmt.Errorf("mask: input: %w", err)
 	}

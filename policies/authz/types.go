@@ -123,7 +123,11 @@ type Tool struct {
 }
 
 // value converts the input to an OPA value without a JSON round trip on the hot path.
-func (in Input) value() (ast.Value, error) {
+func (in Input) value() (ast.Value, error) { return in.valueWith(nil) }
+
+// valueWith is value, with the arguments already converted to args (by argumentsValue) unless
+// args is nil.
+func (in Input) valueWith(args ast.Value) (ast.Value, error) {
 	obj := ast.NewObject(
 		ast.Item(ast.InternedTerm("action"), ast.StringTerm(in.Action)),
 		ast.Item(ast.InternedTerm("live_writes"), ast.InternedTerm(in.LiveWrites)),
@@ -153,9 +157,11 @@ func (in Input) value() (ast.Value, error) {
 		obj.Insert(ast.InternedTerm("tool"), ast.NewTerm(t.value()))
 	}
 	if in.Arguments != nil {
-		args, err := argumentsValue(in.Arguments)
-		if err != nil {
-			return nil, fmt.Errorf("arguments: %w", err)
+		if args == nil {
+			var err error
+			if args, err = argumentsValue(in.Arguments); err != nil {
+				return nil, fmt.Errorf("arguments: %w", err)
+			}
 		}
 		obj.Insert(ast.InternedTerm("arguments"), ast.NewTerm(args))
 	}
