@@ -50,7 +50,7 @@ func (c *call) needCredential(ref string, cred **vault.Credential) enforce.Optio
 func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credential, error) {
 	r := vault.Request{Project: c.s.manifest.Project, Tool: ref, Principal: c.caller.ID,
 		Groups: c.caller.Groups, Declared: c.s.manifest.Credentials,
-		Chain: c.input("", nil).Chain, SubjectToken: c.caller.Token.Reveal(), Method: string(c.caller.Method)}
+		Chain: c.chain(), SubjectToken: c.caller.Token.Reveal(), Method: string(c.caller.Method)}
 	if t, ok := c.s.manifest.Tool(ref); ok && t.Remote != nil {
 		r.URL = t.Remote.URL
 	}

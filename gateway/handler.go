@@ -96,12 +96,18 @@ type call struct {
 
 // input is the policy input for this caller at this agent.
 func (c *call) input(action string, tool *authz.Tool) authz.Input {
-	chain := c.caller.Chain
-	if len(chain) == 0 {
-		chain = []string{c.agent}
-	}
+	chain := c.chain()
 	return authz.Input{Action: action, Principal: enforce.PrincipalOf(c.caller), Agent: c.agent,
 		Chain: chain, Depth: len(chain), Tool: tool}
+}
+
+// chain is the agents acting in the call, the caller's first: the delegation's chain, else the
+// route's agent alone.
+func (c *call) chain() []string {
+	if len(c.caller.Chain) == 0 {
+		return []string{c.agent}
+	}
+	return c.caller.Chain
 }
 
 func params(req *mcphttp.Request) map[string]json.RawMessage {

@@ -2,15 +2,9 @@ package test
 
 import (
 	"context"
-	"crypto"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
-	"crypto/x509"
-	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
-	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -24,12 +18,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/mark3labs/mcp-go/client/transport"
 
 	"github.com/lush-agents/lush/examples/authserver/authserver"
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/test/authtest"
 	"github.com/lush-agents/lush/test/oauthupstream"
+	"github.com/lush-agents/lush/vault/oauth"
 )
 
 // TestUpstreamOAuth runs `lushctl gateway` as an OAuth client of an upstream MCP server that
@@ -46,19 +41,7 @@ func TestUpstreamOAuth(t *testing.T) {
 	up := oauthupstream.Start(t)
 
 	// The key Lush signs actor tokens with; the exchange server trusts its public half.
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKCS8PrivateKey(priv)
-	actorKey := filepath.Join(dir, "actor.key")
-	writeFile600(t, actorKey, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
-	jk, _ := jwk.Import(pub)
-	tp, _ := jk.Thumbprint(crypto.SHA256)
-	_ = jk.Set(jwk.KeyIDKey, base64.RawURLEncoding.EncodeToString(tp))
-	set := jwk.NewSet()
-	_ = set.AddKey(jk)
-	trusted, _ := json.Marshal(set)
+	actorKey, trusted := newActorKey(t, dir)
 
 	as := authtest.Start(t, authtest.WithAllowedResources(gatewayResource, up.URL), authtest.WithExchange(authserver.ExchangeConfig{
 		Clients: []authserver.ExchangeClient{{ID: "lush-gateway", Secret: "exchange-secret-0123"}}, TrustedActorKeys: trusted}))
@@ -478,19 +461,7 @@ func TestUpstreamOAuthAgentChain(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	up := oauthupstream.Start(t)
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, _ := x509.MarshalPKCS8PrivateKey(priv)
-	actorKey := filepath.Join(dir, "actor.key")
-	writeFile600(t, actorKey, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
-	jk, _ := jwk.Import(pub)
-	tp, _ := jk.Thumbprint(crypto.SHA256)
-	_ = jk.Set(jwk.KeyIDKey, base64.RawURLEncoding.EncodeToString(tp))
-	set := jwk.NewSet()
-	_ = set.AddKey(jk)
-	trusted, _ := json.Marshal(set)
+	actorKey, trusted := newActorKey(t, dir)
 	as := authtest.Start(t, authtest.WithAllowedResources(gatewayResource, up.URL), authtest.WithExchange(authserver.ExchangeConfig{
 		Clients: []authserver.ExchangeClient{{ID: "lush-gateway", Secret: "exchange-secret-0123"}}, TrustedActorKeys: trusted}))
 	up.Trust(oauthupstream.Issuer{Issuer: as.ExchangeIssuer(), JWKSURL: as.ExchangeJWKSURL()})
@@ -629,4 +600,19 @@ credentials:
 			}
 		}
 	}
+}
+
+// newActorKey creates the actor key in dir as `lushctl auth actor-key` does, and returns its file
+// and the JWK set the exchange server trusts.
+func newActorKey(t *testing.T, dir string) (keyFile string, trusted []byte) {
+	t.Helper()
+	keyFile, _, err := identity.GenerateKeyPair(dir, "actor.key", "actor.pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	trusted, _, err = oauth.ActorJWKS(keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, trusted
 }

@@ -62,7 +62,7 @@ func NewSigner(key ed25519.PrivateKey, audience string) *Signer {
 	}
 	s := &Signer{key: key, audience: audience, now: time.Now}
 	if len(key) == ed25519.PrivateKeySize {
-		s.kid, _ = keyID(key.Public().(ed25519.PublicKey))
+		s.kid, _ = KeyIDOf(key.Public().(ed25519.PublicKey))
 	}
 	return s
 }
@@ -160,8 +160,9 @@ func checkDelegation(sub string, groups []string, agent string, chain []string) 
 	return nil
 }
 
-// keyID is the RFC 7638 thumbprint (SHA-256, base64url) of an Ed25519 public key.
-func keyID(pub ed25519.PublicKey) (string, error) {
+// KeyIDOf is the RFC 7638 thumbprint (SHA-256, base64url) of an Ed25519 public key: the kid of
+// the tokens its private half signs (delegation tokens, and the actor tokens of token exchange).
+func KeyIDOf(pub ed25519.PublicKey) (string, error) {
 	k, err := jwk.Import(pub)
 	if err != nil {
 		return "", err
@@ -321,7 +322,7 @@ func newDelegationVerifier(c DelegationConfig) (*delegationVerifier, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
-		kid, err := keyID(pub)
+		kid, err := KeyIDOf(pub)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", f, err)
 		}
@@ -331,7 +332,7 @@ func newDelegationVerifier(c DelegationConfig) (*delegationVerifier, error) {
 		v.keys[kid] = pub
 	}
 	for i, pub := range c.Keys {
-		kid, err := keyID(pub)
+		kid, err := KeyIDOf(pub)
 		if err != nil {
 			return nil, fmt.Errorf("auth.delegation.keys[%d]: %w", i, err)
 		}

@@ -289,7 +289,7 @@ func TestGenerateAndLoadKeys(t *testing.T) {
 		t.Fatalf("duplicate key: %v", err)
 	}
 	// The key id is the key's JWK thumbprint.
-	kid, _ := keyID(pub)
+	kid, _ := KeyIDOf(pub)
 	if NewSigner(priv, "").KeyID() != kid || len(kid) != 43 {
 		t.Fatalf("kid %q", kid)
 	}

@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -41,15 +40,11 @@ func newActorSigner(path, issuer, audience string) (*actorSigner, error) {
 	if err != nil {
 		return nil, err
 	}
-	k, err := jwk.Import(key.Public())
+	kid, err := identity.KeyIDOf(key.Public().(ed25519.PublicKey))
 	if err != nil {
 		return nil, err
 	}
-	tp, err := k.Thumbprint(crypto.SHA256)
-	if err != nil {
-		return nil, err
-	}
-	return &actorSigner{key: key, kid: base64.RawURLEncoding.EncodeToString(tp), issuer: issuer, audience: audience}, nil
+	return &actorSigner{key: key, kid: kid, issuer: issuer, audience: audience}, nil
 }
 
 // act is a nested act claim.
@@ -148,11 +143,9 @@ func ActorJWKS(keyFile string) (jwks []byte, kid string, err error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("actor key: %w", err)
 	}
-	tp, err := k.Thumbprint(crypto.SHA256)
-	if err != nil {
+	if kid, err = identity.KeyIDOf(priv.Public().(ed25519.PublicKey)); err != nil {
 		return nil, "", fmt.Errorf("actor key: %w", err)
 	}
-	kid = base64.RawURLEncoding.EncodeToString(tp)
 	if err := errors.Join(k.Set(jwk.KeyIDKey, kid), k.Set(jwk.AlgorithmKey, jwa.EdDSA()), k.Set(jwk.KeyUsageKey, "sig")); err != nil {
 		return nil, "", fmt.Errorf("actor key: %w", err)
 	}
