@@ -180,7 +180,9 @@ func TestSessions(t *testing.T) {
 	}
 	now = now.Add(-2 * time.Hour)
 	sess, _ := s.verify(id, "a", "user:alice")
-	s.terminate(sess)
+	if err := s.terminate(sess); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.verify(id, "a", "user:alice"); err != ErrSessionTerminated {
 		t.Errorf("terminated: %v", err)
 	}
@@ -251,7 +253,9 @@ func TestAnotherPrincipalsSessionLooksUnknown(t *testing.T) {
 	live := issue(sessions, "a", time.Now())
 	expired := issue(sessions, "a", time.Now().Add(-2*time.Hour))
 	terminated := issue(sessions, "a", time.Now())
-	sessions.terminate(&Session{ID: terminated, Expires: time.Now().Add(time.Hour).Unix()})
+	if sess, err := sessions.verify(terminated, "a", "user:alice"); err != nil || sessions.terminate(sess) != nil {
+		t.Fatalf("terminate alice's session: %v", err)
+	}
 	unknown := issue(other, "a", time.Now()) // well formed, signed with another key
 	srv.legacy.Store("sse-alice", &legacySession{Session: Session{ID: "sse-alice", Endpoint: "a"}, principal: PrincipalDigest("user:alice")})
 

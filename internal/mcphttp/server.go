@@ -81,8 +81,23 @@ type Config struct {
 	// MessagesPath builds the URL a legacy SSE client posts to, for an endpoint. By default it
 	// is the SSE request's path with its last element "sse" replaced by "message".
 	MessagesPath func(endpoint string) string
-	Logger       *slog.Logger
+	// MaxStreams bounds the SSE streams open at once on this server (GET streams and legacy SSE
+	// streams; not the responses to POSTs): beyond it a new stream is refused with 503 and
+	// Retry-After. Default DefaultMaxStreams.
+	MaxStreams int
+	// MaxStreamsPerSession bounds the GET streams of one session: a new one beyond it ends the
+	// session's oldest (server messages go to the newest stream only). Default
+	// DefaultMaxStreamsPerSession.
+	MaxStreamsPerSession int
+	Logger               *slog.Logger
 }
+
+// Defaults of Config's stream bounds. An open stream costs the server a connection: two
+// goroutines and some 20-30 KiB (docs/memory.md).
+const (
+	DefaultMaxStreams           = 10_000
+	DefaultMaxStreamsPerSession = 4
+)
 
 // Server serves one MCP endpoint family over HTTP. It is safe for concurrent use.
 type Server struct {
@@ -118,8 +133,14 @@ func NewServer(cfg Config) *Server {
 	if cfg.Principal == nil {
 		cfg.Principal = func(*http.Request) string { return "" }
 	}
+	if cfg.MaxStreams <= 0 {
+		cfg.MaxStreams = DefaultMaxStreams
+	}
+	if cfg.MaxStreamsPerSession <= 0 {
+		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, streams: newHub(), ctx: ctx, stop: stop}
+	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop}
 }
 
 // ServeHTTP serves the streamable HTTP endpoint: POST (a message), GET (a stream of server
@@ -316,7 +337,11 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, nil, rpcErr)
 		return
 	}
-	s.cfg.Sessions.terminate(sess)
+	if err := s.cfg.Sessions.terminate(sess); err != nil {
+		w.Header().Set("Allow", "GET, POST")
+		writeHTTPError(w, http.StatusMethodNotAllowed, nil, Errorf(CodeInvalidRequest, "%v", err))
+		return
+	}
 	s.streams.close(sess.ID)
 	w.WriteHeader(http.StatusNoContent)
 }
@@ -330,9 +355,14 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, a
 		writeHTTPError(w, http.StatusInternalServerError, nil, Errorf(CodeInternalError, "streaming is not supported here"))
 		return
 	}
-	msgs, unregister, ok := s.streams.register(sess.ID, sess.Endpoint, answers)
-	if !ok {
+	msgs, unregister, err := s.streams.register(sess.ID, sess.Endpoint, answers)
+	switch {
+	case errors.Is(err, errHubShut):
 		writeStopping(w)
+		return
+	case err != nil:
+		w.Header().Set("Retry-After", "10")
+		writeHTTPError(w, http.StatusServiceUnavailable, nil, Errorf(CodeInternalError, "%v", err))
 		return
 	}
 	defer unregister()

@@ -44,13 +44,35 @@ var (
 // MinKeyBytes is the shortest session key accepted.
 const MinKeyBytes = 32
 
-// Sessions issues and verifies session ids with an HMAC key shared by every replica.
+// DefaultSessionTTL is how long a session lives from its initialize unless configured.
+const DefaultSessionTTL = 24 * time.Hour
+
+// DefaultMaxTerminated bounds the sessions a replica remembers as terminated (DELETE) until
+// they expire: an entry is the session's nonce and its expiry, some 60 bytes, so at most about
+// 6 MiB.
+const DefaultMaxTerminated = 100_000
+
+// ErrTooManyTerminated answers a DELETE when the replica already remembers the most terminated
+// sessions it may: the session stays valid until it expires. It is answered 405 Method Not
+// Allowed, which tells an MCP client that the server does not let it terminate sessions (the
+// client forgets the session; nothing of it is held server-side).
+var ErrTooManyTerminated = errors.New("this replica remembers the most terminated sessions it may until they expire: the session stays valid until it expires; forget its id")
+
+// Sessions issues and verifies session ids with an HMAC key shared by every replica. A session
+// holds no memory on the server: its id carries it (signed). What a replica remembers is
+// bounded: the ids it verified recently (maxVerified), and the sessions terminated on it until
+// they expire (SessionOptions.MaxTerminated).
 type Sessions struct {
-	key        []byte
-	ttl        time.Duration
-	now        func() time.Time
-	mu         sync.Mutex
-	terminated map[string]int64 // id -> expiry: replica-local (DELETE reaches one replica)
+	key           []byte
+	ttl           time.Duration
+	maxTerminated int
+	now           func() time.Time
+	mu            sync.Mutex
+	// terminated holds the sessions DELETEd on this replica (replica-local: DELETE reaches one
+	// replica), by nonce, with their expiry; minExpiry is the earliest expiry in it, so that a
+	// full set is swept only when something in it has expired.
+	terminated map[string]int64
+	minExpiry  int64
 	// verified holds the ids whose signature this replica has checked, decoded, with the
 	// principal digest they carry: a session's later requests skip the HMAC and the decoding
 	// (the checks that depend on the request, the clock or termination still run on every
@@ -62,16 +84,30 @@ type Sessions struct {
 // maxVerified bounds Sessions.verified.
 const maxVerified = 4096
 
-// NewSessions returns a session manager. Sessions live ttl from their initialize (default 24h).
-func NewSessions(key []byte, ttl time.Duration) (*Sessions, error) {
+// SessionOptions tune NewSessions.
+type SessionOptions struct {
+	// MaxTerminated bounds the terminated sessions remembered until they expire; beyond it, DELETE
+	// is refused (ErrTooManyTerminated). Default DefaultMaxTerminated.
+	MaxTerminated int
+}
+
+// NewSessions returns a session manager. Sessions live ttl from their initialize
+// (DefaultSessionTTL when 0).
+func NewSessions(key []byte, ttl time.Duration, opts ...SessionOptions) (*Sessions, error) {
 	if len(key) < MinKeyBytes {
 		return nil, fmt.Errorf("session key: need at least %d bytes, got %d", MinKeyBytes, len(key))
 	}
 	if ttl <= 0 {
-		ttl = 24 * time.Hour
+		ttl = DefaultSessionTTL
 	}
-	return &Sessions{key: append([]byte(nil), key...), ttl: ttl, now: time.Now, terminated: map[string]int64{},
-		verified: map[string]*Session{}}, nil
+	maxTerminated := DefaultMaxTerminated
+	for _, o := range opts {
+		if o.MaxTerminated > 0 {
+			maxTerminated = o.MaxTerminated
+		}
+	}
+	return &Sessions{key: append([]byte(nil), key...), ttl: ttl, maxTerminated: maxTerminated, now: time.Now,
+		terminated: map[string]int64{}, verified: map[string]*Session{}}, nil
 }
 
 // PrincipalDigest binds a session to a principal without writing the principal into the id.
@@ -132,7 +168,7 @@ func (s *Sessions) verify(id, endpoint, principal string) (*Session, error) {
 		return nil, ErrSessionEndpoint
 	}
 	s.mu.Lock()
-	_, gone := s.terminated[id]
+	_, gone := s.terminated[sess.Nonce]
 	s.mu.Unlock()
 	if gone {
 		return nil, ErrSessionTerminated
@@ -162,15 +198,31 @@ func (s *Sessions) decode(id string) (*Session, error) {
 	return &sess, nil
 }
 
-// terminate forgets a session on this replica.
-func (s *Sessions) terminate(sess *Session) {
+// terminate forgets a session on this replica until it expires. When the replica already
+// remembers MaxTerminated sessions that have not expired, it refuses (ErrTooManyTerminated).
+func (s *Sessions) terminate(sess *Session) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now().Unix()
-	for id, exp := range s.terminated { // keep the set bounded by expiry
-		if exp <= now {
-			delete(s.terminated, id)
+	if _, done := s.terminated[sess.Nonce]; done {
+		return nil
+	}
+	if len(s.terminated) >= s.maxTerminated && now >= s.minExpiry { // sweep what expired
+		s.minExpiry = 0
+		for n, exp := range s.terminated {
+			if exp <= now {
+				delete(s.terminated, n)
+			} else if s.minExpiry == 0 || exp < s.minExpiry {
+				s.minExpiry = exp
+			}
 		}
 	}
-	s.terminated[sess.ID] = sess.Expires
+	if len(s.terminated) >= s.maxTerminated {
+		return ErrTooManyTerminated
+	}
+	if len(s.terminated) == 0 || sess.Expires < s.minExpiry {
+		s.minExpiry = sess.Expires
+	}
+	s.terminated[strings.Clone(sess.Nonce)] = sess.Expires
+	return nil
 }

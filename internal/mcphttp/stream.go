@@ -103,10 +103,14 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 	r.w.Write(body)
 }
 
-// hub routes server messages to the open streams of sessions on this replica.
+// hub routes server messages to the open streams of sessions on this replica. It holds at most
+// max streams, and at most perSession of one session.
 type hub struct {
+	max, perSession int
+
 	mu      sync.Mutex
 	streams map[string][]*streamEntry // session id -> streams, newest last
+	open    int                       // streams in streams
 	shut    bool                      // the server is stopping: no new streams
 }
 
@@ -117,35 +121,58 @@ type streamEntry struct {
 	closed   bool
 }
 
-func newHub() *hub { return &hub{streams: map[string][]*streamEntry{}} }
+func newHub(limit, perSession int) *hub {
+	return &hub{max: limit, perSession: perSession, streams: map[string][]*streamEntry{}}
+}
 
 const streamBuffer = 64
 
+var (
+	errHubShut     = errors.New("the server is shutting down")
+	errTooManyOpen = errors.New("this replica holds the most streams it may: retry later, or on another replica")
+)
+
 // register opens a stream for a session; answers marks a stream that carries the answers of
-// requests (the legacy transport's). It fails once the hub is shut.
-func (h *hub) register(session, endpoint string, answers bool) (<-chan []byte, func(), bool) {
+// requests (the legacy transport's). A session's streams beyond perSession end, oldest first.
+// It fails once the hub is shut (errHubShut) or holds max streams (errTooManyOpen).
+func (h *hub) register(session, endpoint string, answers bool) (<-chan []byte, func(), error) {
 	e := &streamEntry{endpoint: endpoint, answers: answers, ch: make(chan []byte, streamBuffer)}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.shut {
-		return nil, nil, false
+		return nil, nil, errHubShut
 	}
-	h.streams[session] = append(h.streams[session], e)
-	return e.ch, func() {
-		h.mu.Lock()
-		defer h.mu.Unlock()
-		list := h.streams[session]
-		for i, x := range list {
-			if x == e {
-				h.streams[session] = append(list[:i:i], list[i+1:]...)
-				break
-			}
+	list := h.streams[session]
+	drop := max(len(list)-h.perSession+1, 0) // end the oldest: messages go to the newest only
+	if h.open-drop >= h.max {
+		return nil, nil, errTooManyOpen
+	}
+	for _, x := range list[:drop] {
+		x.close()
+	}
+	h.open -= drop
+	list = append(list[:0:0], list[drop:]...)
+	h.streams[session] = append(list, e)
+	h.open++
+	return e.ch, func() { h.unregister(session, e) }, nil
+}
+
+// unregister forgets a stream once its request ends.
+func (h *hub) unregister(session string, e *streamEntry) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	list := h.streams[session]
+	for i, x := range list {
+		if x == e {
+			h.streams[session] = append(list[:i:i], list[i+1:]...)
+			h.open--
+			break
 		}
-		if len(h.streams[session]) == 0 {
-			delete(h.streams, session)
-		}
-		e.close()
-	}, true
+	}
+	if len(h.streams[session]) == 0 {
+		delete(h.streams, session)
+	}
+	e.close()
 }
 
 func (e *streamEntry) close() {
@@ -195,6 +222,7 @@ func (h *hub) close(session string) {
 	for _, e := range h.streams[session] {
 		e.close()
 	}
+	h.open -= len(h.streams[session])
 	delete(h.streams, session)
 }
 
@@ -214,6 +242,7 @@ func (h *hub) shutStreams(keepAnswers bool) {
 				e.close()
 			}
 		}
+		h.open -= len(list) - len(kept)
 		if len(kept) == 0 {
 			delete(h.streams, id)
 		} else {
