@@ -50,6 +50,8 @@ type Config struct {
 	Approvals approval.Config `yaml:"approvals"`
 	// Limits bound what is decided (docs/gateway.md#argument-limits).
 	Limits LimitsConfig `yaml:"limits"`
+	// Sessions bounds what sessions and their streams hold (docs/gateway.md#replicas-and-sessions).
+	Sessions SessionsConfig `yaml:"sessions"`
 }
 
 // LimitsConfig bounds what the process's enforcement points decide.
@@ -60,6 +62,15 @@ type LimitsConfig struct {
 	// DecisionTimeout bounds one evaluation of the policy; a decision that takes longer denies
 	// the call (default authz.DefaultTimeout, 500ms; at most MaxDecisionTimeout).
 	DecisionTimeout time.Duration `yaml:"decision_timeout"`
+}
+
+// SessionsConfig bounds the streamable HTTP sessions and streams of one process. Zero values are
+// the defaults.
+type SessionsConfig struct {
+	TTL                  time.Duration `yaml:"ttl"`                     // a session's life from its initialize; default 24h
+	MaxStreams           int           `yaml:"max_streams"`             // open SSE streams; default 10,000
+	MaxStreamsPerSession int           `yaml:"max_streams_per_session"` // GET streams of one session; default 4
+	MaxTerminated        int           `yaml:"max_terminated"`          // DELETEd sessions remembered until they expire; default 100,000
 }
 
 // MaxDecisionTimeout is the longest limits.decision_timeout: a call waits for its decision.
@@ -233,6 +244,9 @@ func (c Config) Validate() error {
 	}
 	if c.MaxBodyBytes < 0 {
 		problems = append(problems, "max_body_bytes: must be positive")
+	}
+	if ss := c.Sessions; ss.TTL < 0 || ss.MaxStreams < 0 || ss.MaxStreamsPerSession < 0 || ss.MaxTerminated < 0 {
+		problems = append(problems, "sessions: ttl, max_streams, max_streams_per_session and max_terminated must not be negative")
 	}
 	if err := c.Credentials.Check(); err != nil {
 		problems = append(problems, err.Error())

@@ -103,7 +103,6 @@ type Gateway struct {
 	catMu    sync.Mutex
 	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
 	subs     subscriptions
-	levels   sync.Map // session id -> log level (replica-local, best effort)
 }
 
 // snapshot is one deployed build.
@@ -140,7 +139,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	sessions, err := mcphttp.NewSessions(key, 0)
+	sessions, err := mcphttp.NewSessions(key, cfg.Sessions.TTL, mcphttp.SessionOptions{MaxTerminated: cfg.Sessions.MaxTerminated})
 	if err != nil {
 		return nil, err
 	}
@@ -183,6 +182,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		CheckOrigin:  mcphttp.HostCheck(cfg.AllowedHosts),
 		MaxBodyBytes: cfg.MaxBodyBytes,
 		Logger:       opts.Logger,
+		// Bounds of what sessions hold on this replica (docs/memory.md); 0 is the default.
+		MaxStreams:           cfg.Sessions.MaxStreams,
+		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {

@@ -37,9 +37,8 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 		if err := json.Unmarshal(req.Params, &p); err != nil || p.Level == "" {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, `logging/setLevel needs params {"level": "<level>"}`)
 		}
-		if req.Session != nil {
-			g.levels.Store(req.Session.ID, p.Level)
-		}
+		// Accepted and not kept: the gateway sends no log messages of its own (a level kept per
+		// session would be memory no session ends).
 		return struct{}{}, nil
 	case "tools/list":
 		return call.listTools(ctx)
