@@ -134,6 +134,16 @@ bench-gateway: opa-tool ## the hot path side by side (issue 21's table): gateway
 	LUSH_PERF=1 LUSH_PERF_OUT=$(TOOLS)/bench-gateway.md $(GO) test -count=1 -timeout 15m -run '^TestHotPath$$' ./test/perf
 	@cat $(TOOLS)/bench-gateway.md
 
+# What idle sessions and open GET streams cost the real lushctl gateway (issue 21, test/perf):
+# RSS, Go heap and goroutines with 0, 1,000 and 10,000 idle sessions, then 1,000 and 10,000 GET
+# streams (docs/memory.md). About 20 seconds; the report is also in .tools/bench-memory.md.
+# LUSH_PERF_SESSIONS (10000) and LUSH_PERF_STREAMS (10000) change the counts.
+.PHONY: bench-memory
+bench-memory: ## what an idle session and an open stream cost the gateway process (RSS, heap, goroutines)
+	@mkdir -p $(TOOLS)
+	LUSH_PERF=1 LUSH_PERF_OUT=$(TOOLS)/bench-memory.md $(GO) test -count=1 -timeout 15m -run '^TestSessionMemory$$' ./test/perf
+	@cat $(TOOLS)/bench-memory.md
+
 fuzz: ## run every fuzz target for FUZZTIME each; new crashers land in testdata/fuzz
 	@for pkg in $$($(GO) list ./...); do \
 	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -20,8 +21,9 @@ import (
 // opens LUSH_PERF_SESSIONS idle sessions (default 10,000: initialize and
 // notifications/initialized, then nothing, connections closed), then a GET stream on each of
 // LUSH_PERF_STREAMS of them (default 10,000), and reads the process's RSS (/proc), Go heap and
-// goroutines (its /metrics) at each step. It runs only with LUSH_PERF=1; LUSH_PERF_OUT names a
-// file that receives the report too.
+// goroutines (its /metrics) at each step. Streams beyond the gateway's sessions.max_streams
+// (10,000) are refused with 503 and counted: LUSH_PERF_STREAMS=12000 shows the bound hold. It
+// runs only with LUSH_PERF=1; LUSH_PERF_OUT names a file that receives the report too.
 func TestSessionMemory(t *testing.T) {
 	if os.Getenv("LUSH_PERF") != "1" {
 		t.Skip("a measurement, not a test: run it with make bench-memory (LUSH_PERF=1)")
@@ -155,15 +157,24 @@ func measureMemory(t testing.TB, sessionSteps, streamSteps []int) *memReport {
 			c.Close()
 		}
 	}()
+	asked, refused := 0, 0
 	for _, n := range streamSteps {
-		for len(open) < n {
-			body, err := openStream(ctx, streamTr, endpoint, ids[len(open)])
-			if err != nil {
-				t.Fatalf("GET stream %d: %v", len(open)+1, err)
+		for ; asked < n; asked++ {
+			body, err := openStream(ctx, streamTr, endpoint, ids[asked])
+			switch {
+			case errors.Is(err, errRefused): // beyond sessions.max_streams
+				refused++
+			case err != nil:
+				t.Fatalf("GET stream %d: %v", asked+1, err)
+			default:
+				open = append(open, body)
 			}
-			open = append(open, body)
 		}
-		sample(fmt.Sprintf("%d sessions, %d GET streams", total, n), total, n)
+		label := fmt.Sprintf("%d sessions, %d GET streams", total, len(open))
+		if refused > 0 {
+			label += fmt.Sprintf(" (%d more refused: 503)", refused)
+		}
+		sample(label, total, len(open))
 	}
 	return rep
 }
@@ -263,6 +274,9 @@ func openSessions(ctx context.Context, hc *http.Client, endpoint string, n int) 
 	return ids, nil
 }
 
+// errRefused is a stream the gateway refused with 503: it holds the most streams it may.
+var errRefused = errors.New("refused: 503")
+
 // openStream opens a GET stream for a session and returns its body, to close when done; it
 // returns once the gateway has answered 200 with an event stream.
 func openStream(ctx context.Context, tr *http.Transport, endpoint, session string) (io.Closer, error) {
@@ -278,6 +292,9 @@ func openStream(ctx context.Context, tr *http.Transport, endpoint, session strin
 	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 		resp.Body.Close()
+		if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+			return nil, errRefused
+		}
 		return nil, fmt.Errorf("%s: %s", resp.Status, data)
 	}
 	return resp.Body, nil
