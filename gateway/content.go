@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/yosida95/uritemplate/v3"
 
@@ -109,13 +110,18 @@ func (c *call) subscribe(ctx context.Context, on bool) (any, error) {
 	if on {
 		method = "resources/subscribe"
 	}
+	if on && c.req.Session != nil && !c.g.subs.room() {
+		return nil, errTooManySubscriptions
+	}
 	res, err := c.forwardResource(ctx, method)
 	if err != nil || c.req.Session == nil {
 		return res, err
 	}
 	uri := stringParam(params(c.req), "uri")
 	if on {
-		c.g.subs.add(c.req.Session.ID, uri)
+		if !c.g.subs.add(c.req.Session.ID, c.req.Session.Expires, uri) {
+			return nil, errTooManySubscriptions
+		}
 	} else {
 		c.g.subs.remove(c.req.Session.ID, uri)
 	}
@@ -205,37 +211,113 @@ func forward(ctx context.Context, srv *upstream.Server, method string, body json
 	return res, nil
 }
 
-// subscriptions remembers which sessions on this replica subscribed to which resources.
+// subscriptions remembers which sessions on this replica subscribed to which resources, until
+// the session ends (DELETE on this replica) or expires. It holds at most maxSubscriptions
+// (session, URI) pairs: beyond them, resources/subscribe is refused.
 type subscriptions struct {
-	mu   sync.Mutex
-	byID map[string][]string // session -> URIs
+	mu        sync.Mutex
+	byID      map[string]*sessionSubs // session -> its subscriptions
+	n         int                     // URIs in byID
+	minExpiry int64                   // the earliest expiry in byID, or earlier: a full set is swept only once one passed
+	max       int                     // maxSubscriptions
+	now       func() time.Time
 }
 
-func (s *subscriptions) init() { s.byID = map[string][]string{} }
+type sessionSubs struct {
+	expires int64 // unix seconds, the session's
+	uris    []string
+}
 
-func (s *subscriptions) add(session, uri string) {
+// maxSubscriptions bounds subscriptions: an entry is a URI and its share of a session's entry,
+// some 100-200 bytes, so at most about 20 MiB.
+const maxSubscriptions = 100_000
+
+var errTooManySubscriptions = mcphttp.Errorf(mcphttp.CodeInternalError,
+	"this gateway replica holds the most resource subscriptions it may (%d): unsubscribe from others, or retry later", maxSubscriptions)
+
+func (s *subscriptions) init() {
+	s.byID, s.max, s.now = map[string]*sessionSubs{}, maxSubscriptions, time.Now
+}
+
+// room reports whether a subscription may be added, sweeping expired sessions when full.
+func (s *subscriptions) room() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if !slices.Contains(s.byID[session], uri) {
-		s.byID[session] = append(s.byID[session], uri)
+	return s.roomLocked()
+}
+
+func (s *subscriptions) roomLocked() bool {
+	if now := s.now().Unix(); s.n >= s.max && now >= s.minExpiry {
+		s.minExpiry = 0
+		for id, e := range s.byID {
+			if e.expires <= now {
+				s.n -= len(e.uris)
+				delete(s.byID, id)
+			} else if s.minExpiry == 0 || e.expires < s.minExpiry {
+				s.minExpiry = e.expires
+			}
+		}
 	}
+	return s.n < s.max
+}
+
+// add subscribes a session, which expires at expires (unix seconds), to uri. It reports whether
+// there was room.
+func (s *subscriptions) add(session string, expires int64, uri string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e := s.byID[session]
+	if e != nil && slices.Contains(e.uris, uri) {
+		return true
+	}
+	if !s.roomLocked() {
+		return false
+	}
+	if e == nil {
+		e = &sessionSubs{expires: expires}
+		s.byID[session] = e
+		if len(s.byID) == 1 || expires < s.minExpiry {
+			s.minExpiry = expires
+		}
+	}
+	e.uris = append(e.uris, uri)
+	s.n++
+	return true
 }
 
 func (s *subscriptions) remove(session, uri string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.byID[session] = slices.DeleteFunc(s.byID[session], func(u string) bool { return u == uri })
-	if len(s.byID[session]) == 0 {
+	e := s.byID[session]
+	if e == nil {
+		return
+	}
+	before := len(e.uris)
+	e.uris = slices.DeleteFunc(e.uris, func(u string) bool { return u == uri })
+	s.n -= before - len(e.uris)
+	if len(e.uris) == 0 {
 		delete(s.byID, session)
 	}
 }
 
+// drop forgets a session's subscriptions: it ended.
+func (s *subscriptions) drop(session string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e := s.byID[session]; e != nil {
+		s.n -= len(e.uris)
+		delete(s.byID, session)
+	}
+}
+
+// sessions are the live sessions subscribed to uri.
 func (s *subscriptions) sessions(uri string) []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	now := s.now().Unix()
 	var out []string
-	for id, uris := range s.byID {
-		if slices.Contains(uris, uri) {
+	for id, e := range s.byID {
+		if e.expires > now && slices.Contains(e.uris, uri) {
 			out = append(out, id)
 		}
 	}

@@ -185,6 +185,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		// Bounds of what sessions hold on this replica (docs/memory.md); 0 is the default.
 		MaxStreams:           cfg.Sessions.MaxStreams,
 		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
+		SessionEnded:         g.subs.drop,
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {

@@ -5,8 +5,10 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -109,7 +111,13 @@ func (c testClient) getStream(session string, want int) *http.Response {
 // beyond MaxStreams are refused with 503 and Retry-After, legacy SSE streams included, until a
 // stream ends; a DELETE beyond the terminated bound is answered 405 and the session lives on.
 func TestStreamsBounded(t *testing.T) {
-	srv, c := boundsServer(t, Config{MaxStreams: 4, MaxStreamsPerSession: 2})
+	var mu sync.Mutex
+	var ended []string // sessions the handler was told ended
+	srv, c := boundsServer(t, Config{MaxStreams: 4, MaxStreamsPerSession: 2, SessionEnded: func(id string) {
+		mu.Lock()
+		defer mu.Unlock()
+		ended = append(ended, id)
+	}})
 	a := c.initialize()
 	first := sseEvents(t, c.getStream(a, http.StatusOK).Body)
 	second := sseEvents(t, c.getStream(a, http.StatusOK).Body)
@@ -152,8 +160,10 @@ func TestStreamsBounded(t *testing.T) {
 	d := c.initialize()
 	sseEvents(t, c.getStream(d, http.StatusOK).Body)
 	// The terminated set holds 2 (boundsServer): the third DELETE is answered 405, its session lives on.
+	var deleted []string
 	for i, want := range []int{http.StatusNoContent, http.StatusMethodNotAllowed} {
 		sid := c.initialize()
+		deleted = append(deleted, sid)
 		resp := c.do(http.MethodDelete, "/mcp", sid, "")
 		resp.Body.Close()
 		if resp.StatusCode != want {
@@ -164,6 +174,11 @@ func TestStreamsBounded(t *testing.T) {
 		if alive := resp.StatusCode == http.StatusOK; alive != (want != http.StatusNoContent) {
 			t.Fatalf("after DELETE %d (%d): the session answers %s", i, want, resp.Status)
 		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{a, deleted[0]}; !slices.Equal(ended, want) {
+		t.Errorf("SessionEnded got %d sessions, want the 2 DELETEs that were answered 204", len(ended))
 	}
 }
 

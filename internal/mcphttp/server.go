@@ -89,7 +89,10 @@ type Config struct {
 	// session's oldest (server messages go to the newest stream only). Default
 	// DefaultMaxStreamsPerSession.
 	MaxStreamsPerSession int
-	Logger               *slog.Logger
+	// SessionEnded, when set, is called with a session's id once it is terminated (DELETE) on
+	// this server, so that the handler lets go of what it keeps for the session.
+	SessionEnded func(id string)
+	Logger       *slog.Logger
 }
 
 // Defaults of Config's stream bounds. An open stream costs the server a connection: two
@@ -343,6 +346,9 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.streams.close(sess.ID)
+	if s.cfg.SessionEnded != nil {
+		s.cfg.SessionEnded(sess.ID)
+	}
 	w.WriteHeader(http.StatusNoContent)
 }
 
