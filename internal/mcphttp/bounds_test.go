@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -278,4 +279,29 @@ func TestHubRandom(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A GET stream ends once its session expires (at its next keep-alive), and the session's next
+// GET is answered 404, which tells the client to initialize again.
+func TestStreamEndsWithItsSession(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), time.Hour)
+	var clock atomic.Int64 // seconds added to the real clock
+	sessions.now = func() time.Time { return time.Now().Add(time.Duration(clock.Load()) * time.Second) }
+	srv := NewServer(Config{Handler: echoHandler{}, Sessions: sessions, KeepAlive: 5 * time.Millisecond})
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", srv)
+	ts := httptest.NewServer(mux)
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close)
+	c := testClient{t: t, url: ts.URL}
+	sid := c.initialize()
+	events := sseEvents(t, c.getStream(sid, http.StatusOK).Body)
+	if !srv.Notify(sid, "notifications/message", map[string]any{"n": 1}) || !strings.Contains(next(t, events), `"n":1`) {
+		t.Fatal("the stream of a live session did not carry a notification")
+	}
+	clock.Store(int64(2 * time.Hour / time.Second))
+	if e := next(t, events); e != "" {
+		t.Fatalf("the stream of an expired session sent %q; want its end", e)
+	}
+	c.getStream(sid, http.StatusNotFound)
 }

@@ -352,8 +352,8 @@ func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// stream holds an SSE stream open for server messages to a session until the client leaves or
-// the server stops. answers marks the legacy transport's stream, which carries the answers of
+// stream holds an SSE stream open for server messages to a session until the client leaves, the
+// session expires (checked at each keep-alive) or the server stops. answers marks the legacy transport's stream, which carries the answers of
 // requests; first, if not nil, is written before anything else (its endpoint event).
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, answers bool, first func(*sseWriter) error) {
 	sw, ok := newSSEWriter(w)
@@ -392,6 +392,11 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, sess *Session, a
 				return
 			}
 		case <-tick.C:
+			// A stream ends with its session (legacy sessions carry no expiry): the client's
+			// next GET is answered 404 and it initializes again.
+			if sess.Expires != 0 && s.cfg.Sessions.now().Unix() >= sess.Expires {
+				return
+			}
 			if sw.comment("keep-alive") != nil {
 				return
 			}
