@@ -93,6 +93,7 @@ type memSample struct {
 	rss        int64 // bytes, /proc/<pid>/status VmRSS
 	heapInuse  int64 // go_memstats_heap_inuse_bytes
 	heapAlloc  int64 // go_memstats_alloc_bytes
+	stacks     int64 // go_memstats_stack_inuse_bytes
 	goroutines int64 // go_goroutines
 }
 
@@ -333,7 +334,8 @@ func readMem(t testing.TB, gw *gatewayProc) memSample {
 		if !ok {
 			continue
 		}
-		into := map[string]*int64{"go_memstats_heap_inuse_bytes": &s.heapInuse, "go_memstats_alloc_bytes": &s.heapAlloc, "go_goroutines": &s.goroutines}[name]
+		into := map[string]*int64{"go_memstats_heap_inuse_bytes": &s.heapInuse, "go_memstats_alloc_bytes": &s.heapAlloc,
+			"go_memstats_stack_inuse_bytes": &s.stacks, "go_goroutines": &s.goroutines}[name]
 		if into != nil {
 			f, err := strconv.ParseFloat(value, 64)
 			if err != nil {
@@ -354,10 +356,10 @@ func mib(b int64) string { return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20)) }
 // two steps of each kind (the first step pays for warming the maps and pools).
 func (r *memReport) write(w io.Writer) {
 	fmt.Fprintf(w, "lushctl gateway memory, %s, load average at start %s\n\n", r.started.UTC().Format(time.RFC3339), r.loadavg)
-	fmt.Fprintln(w, "| step | RSS | Go heap in use | Go heap allocated | goroutines |")
-	fmt.Fprintln(w, "|---|---|---|---|---|")
+	fmt.Fprintln(w, "| step | RSS | Go heap in use | Go heap allocated | goroutine stacks | goroutines |")
+	fmt.Fprintln(w, "|---|---|---|---|---|---|")
 	for _, s := range r.rows {
-		fmt.Fprintf(w, "| %s | %s | %s | %s | %d |\n", s.label, mib(s.rss), mib(s.heapInuse), mib(s.heapAlloc), s.goroutines)
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %d |\n", s.label, mib(s.rss), mib(s.heapInuse), mib(s.heapAlloc), mib(s.stacks), s.goroutines)
 	}
 	fmt.Fprintln(w)
 	var sess, strm []memSample
@@ -381,8 +383,9 @@ func (r *memReport) write(w io.Writer) {
 		if d <= 0 {
 			return
 		}
-		fmt.Fprintf(w, "%s (from %d to %d): RSS %.0f B, heap in use %.0f B, heap allocated %.0f B, goroutines %.2f each\n", name, n(a), n(b),
-			float64(b.rss-a.rss)/d, float64(b.heapInuse-a.heapInuse)/d, float64(b.heapAlloc-a.heapAlloc)/d, float64(b.goroutines-a.goroutines)/d)
+		fmt.Fprintf(w, "%s (from %d to %d): RSS %.0f B, heap in use %.0f B, heap allocated %.0f B, stacks %.0f B, goroutines %.2f each\n", name, n(a), n(b),
+			float64(b.rss-a.rss)/d, float64(b.heapInuse-a.heapInuse)/d, float64(b.heapAlloc-a.heapAlloc)/d, float64(b.stacks-a.stacks)/d,
+			float64(b.goroutines-a.goroutines)/d)
 	}
 	base := r.rows[0]
 	slope("per idle session", sess, base, func(s memSample) int { return s.sessions })
