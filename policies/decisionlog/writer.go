@@ -20,6 +20,14 @@ type writer struct {
 	// checkpointed is the newest position of the partition known to be checkpointed, by this
 	// writer or another: CheckpointEntries counts from it.
 	checkpointed int64
+	// SQLite only: version reads the database's data_version, which changes when another
+	// connection (another process: a second gateway, lushctl audit) commits. While it is the
+	// version the last commit saw, the chain head and floor that commit left (last) are still the
+	// partition's, and the next transaction extends them without reading them.
+	version     *sql.Stmt
+	last        head
+	lastVersion int64
+	lastValid   bool
 }
 
 const (
@@ -33,6 +41,8 @@ const (
 	UNION ALL SELECT pos, hash FROM (SELECT pos, hash FROM markers WHERE part = ?1 ORDER BY pos DESC LIMIT 1) m
 	ORDER BY pos DESC LIMIT 1`
 	selectFloor = `SELECT floor FROM partitions WHERE part = ?`
+	// dataVersion changes when another connection commits to the database (not for this one's).
+	dataVersion = `PRAGMA data_version`
 )
 
 func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *writer, err error) {
@@ -76,6 +86,11 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 			return nil, err
 		}
 	}
+	if !d.postgres {
+		if w.version, err = conn.PrepareContext(ctx, dataVersion); err != nil {
+			return nil, err
+		}
+	}
 	if w.checkpointed, err = w.lastCheckpoint(ctx); err != nil {
 		return nil, err
 	}
@@ -101,6 +116,7 @@ type head struct {
 func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	ctx := context.Background()
 	fail := func(err error) []error {
+		w.lastValid = false // whatever the transaction did, the head is read again
 		errs = errs[:0]
 		for range batch {
 			errs = append(errs, err)
@@ -125,14 +141,26 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	// The head is read inside the write transaction (after the partition's row is locked, for
 	// PostgreSQL), so another process writing the same partition (lushctl audit retain, a second
 	// gateway) extends the same chain instead of forking it.
-	h := head{pos: 0, hash: genesis}
-	if err := w.floor.QueryRowContext(ctx, w.cfg.partition).Scan(&h.floor); err != nil {
-		return rollback(fmt.Errorf("read the partition: %w", err))
+	// On SQLite, with the write lock held, the head the last commit left is still the head
+	// unless another connection has committed since.
+	var version int64
+	if w.version != nil {
+		if err := w.version.QueryRowContext(ctx).Scan(&version); err != nil {
+			return rollback(fmt.Errorf("read the data version: %w", err))
+		}
 	}
-	switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return rollback(fmt.Errorf("read the chain head: %w", err))
+	h := head{pos: 0, hash: genesis}
+	if w.version != nil && w.lastValid && version == w.lastVersion {
+		h = w.last
+	} else {
+		if err := w.floor.QueryRowContext(ctx, w.cfg.partition).Scan(&h.floor); err != nil {
+			return rollback(fmt.Errorf("read the partition: %w", err))
+		}
+		switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return rollback(fmt.Errorf("read the chain head: %w", err))
+		}
 	}
 	covered := w.checkpointed // the newest position checkpointed, as of this transaction
 	for i := 0; i < len(batch); i++ {
@@ -190,6 +218,9 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 		return rollback(fmt.Errorf("commit: %w", err))
 	}
 	w.checkpointed = covered
+	if w.version != nil {
+		w.last, w.lastVersion, w.lastValid = h, version, true
+	}
 	return errs
 }
 
@@ -330,7 +361,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head} {
+	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head, w.version} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
