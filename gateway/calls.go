@@ -350,8 +350,12 @@ func (s scrubbed) Error() string { return s.text }
 func (s scrubbed) Unwrap() error { return s.err }
 
 func progressToken(p map[string]json.RawMessage) json.RawMessage {
+	raw, ok := p["_meta"]
+	if !ok { // the usual case: nothing to decode (decoding nothing fails, which also gives nil)
+		return nil
+	}
 	var meta map[string]json.RawMessage
-	if json.Unmarshal(p["_meta"], &meta) != nil {
+	if json.Unmarshal(raw, &meta) != nil {
 		return nil
 	}
 	t, ok := meta["progressToken"]
