@@ -28,6 +28,9 @@ type writer struct {
 	last        head
 	lastVersion int64
 	lastValid   bool
+	part        any // cfg.partition, as a statement argument
+	// scratch holds the previous hash and an entry's encoding while the entry's hash is taken.
+	scratch []byte
 }
 
 const (
@@ -50,7 +53,7 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{conn: conn, cfg: cfg, d: d}
+	w := &writer{conn: conn, cfg: cfg, d: d, part: cfg.partition}
 	defer func() {
 		if err != nil {
 			w.close()
@@ -229,8 +232,9 @@ type refusedError struct{ error }
 
 func (w *writer) appendEvent(ctx context.Context, h *head, r *request) error {
 	pos := h.pos + 1
-	hash := chainHash(h.hash, eventEntry(w.cfg.partition, pos, r.args[0].(string), r.args[1].(int64), r.args[len(r.args)-1].(string)))
-	res, err := w.event.ExecContext(ctx, append(r.args, w.cfg.partition, pos, hash)...)
+	w.scratch = appendEventEntry(append(w.scratch[:0], h.hash...), w.cfg.partition, pos, r.args[0].(string), r.args[1].(int64), r.args[len(r.args)-1].(string))
+	hash := hashScratch(&w.scratch)
+	res, err := w.event.ExecContext(ctx, append(r.args, w.part, pos, hash)...)
 	if err != nil {
 		return err
 	}
@@ -244,8 +248,9 @@ func (w *writer) appendEvent(ctx context.Context, h *head, r *request) error {
 func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) error {
 	a := r.args
 	pos := h.pos + 1
-	hash := chainHash(h.hash, completionEntry(w.cfg.partition, pos, a[0].(string), a[1].(int64), a[2].(string), a[3].(int64), a[4], a[5], a[6], a[7]))
-	res, err := w.completion.ExecContext(ctx, append(a, w.cfg.partition, pos, hash, a[0])...)
+	w.scratch = appendCompletionEntry(append(w.scratch[:0], h.hash...), w.cfg.partition, pos, a[0].(string), a[1].(int64), a[2].(string), a[3].(int64), a[4], a[5], a[6], a[7])
+	hash := hashScratch(&w.scratch)
+	res, err := w.completion.ExecContext(ctx, append(a, w.part, pos, hash, a[0])...)
 	if err != nil {
 		return err
 	}
