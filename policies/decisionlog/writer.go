@@ -25,6 +25,7 @@ type writer struct {
 	// version the last commit saw, the chain head and floor that commit left (last) are still the
 	// partition's, and the next transaction extends them without reading them.
 	version     *sql.Stmt
+	begin, end  *sql.Stmt // SQLite only: the transaction's BEGIN and COMMIT, parsed once
 	last        head
 	lastVersion int64
 	lastValid   bool
@@ -90,8 +91,13 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 		}
 	}
 	if !d.postgres {
-		if w.version, err = conn.PrepareContext(ctx, dataVersion); err != nil {
-			return nil, err
+		for _, p := range []struct {
+			stmt **sql.Stmt
+			sql  string
+		}{{&w.version, dataVersion}, {&w.begin, d.begin}, {&w.end, "COMMIT"}} {
+			if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if w.checkpointed, err = w.lastCheckpoint(ctx); err != nil {
@@ -134,7 +140,7 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			out = fail(fmt.Errorf("write decision log: panic: %v", p))
 		}
 	}()
-	if _, err := w.conn.ExecContext(ctx, w.d.begin); err != nil {
+	if _, err := w.exec(ctx, w.begin, w.d.begin); err != nil {
 		return fail(fmt.Errorf("write decision log: begin: %w", err))
 	}
 	rollback := func(err error) []error {
@@ -217,7 +223,7 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			return rollback(err)
 		}
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := w.exec(ctx, w.end, "COMMIT"); err != nil {
 		return rollback(fmt.Errorf("commit: %w", err))
 	}
 	w.checkpointed = covered
@@ -225,6 +231,14 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 		w.last, w.lastVersion, w.lastValid = h, version, true
 	}
 	return errs
+}
+
+// exec runs stmt, or query when stmt was not prepared.
+func (w *writer) exec(ctx context.Context, stmt *sql.Stmt, query string) (sql.Result, error) {
+	if stmt != nil {
+		return stmt.ExecContext(ctx)
+	}
+	return w.conn.ExecContext(ctx, query)
 }
 
 // refusedError fails one request of a batch and lets the rest commit.
@@ -366,7 +380,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head, w.version} {
+	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head, w.version, w.begin, w.end} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
