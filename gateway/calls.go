@@ -74,9 +74,13 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments must be an object")
 		}
 	}
-	ctx, tc.span = c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
-		trace.WithAttributes(attribute.String("lush.agent", c.agent), attribute.String("lush.tool", e.Ref),
-			attribute.String("lush.tool.name", e.Upstream), attribute.String("lush.principal", c.caller.ID)))
+	if c.g.tracing {
+		ctx, tc.span = c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(attribute.String("lush.agent", c.agent), attribute.String("lush.tool", e.Ref),
+				attribute.String("lush.tool.name", e.Upstream), attribute.String("lush.principal", c.caller.ID)))
+	} else { // the no-op tracer: nothing to name or describe (the attributes would only be allocated)
+		ctx, tc.span = c.g.tracer.Start(ctx, "tools/call")
+	}
 	defer tc.span.End()
 
 	v, refusal := c.decideCall(ctx, tc)
@@ -128,9 +132,11 @@ func (c *call) decideCall(ctx context.Context, tc *toolCall) (*enforce.Verdict, 
 		opts = append(opts, c.needCredential(e.Ref, &tc.cred))
 	}
 	v := c.g.enforcer.Decide(ctx, in, opts...)
-	span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
-		attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
-		attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
+	if span.IsRecording() { // SetAttributes does nothing otherwise
+		span.SetAttributes(attribute.String("lush.decision", v.Outcome), attribute.String("lush.decision_id", v.ID),
+			attribute.String("lush.access", v.Access), attribute.String("lush.risk", v.Risk),
+			attribute.Int64("lush.decision.latency_us", v.Latency.Microseconds()), attribute.String("lush.revision", v.Revision))
+	}
 	if v.Outcome == authz.OutcomeApproval {
 		// The call waits for a person; approved, it runs under a decision of its own.
 		span.SetAttributes(attribute.String("lush.status", "approval_required"))
@@ -180,7 +186,10 @@ func (c *call) runCall(ctx context.Context, tc *toolCall, v *enforce.Verdict) (j
 // decision in its _meta, unless it fails its output schema.
 func (c *call) finishCall(tc *toolCall, v *enforce.Verdict, result json.RawMessage, err error, latency time.Duration) (any, error) {
 	e, span := tc.e, tc.span
-	span.SetAttributes(attribute.Int64("lush.upstream.latency_us", latency.Microseconds()))
+	recording := span.IsRecording() // SetAttributes does nothing otherwise
+	if recording {
+		span.SetAttributes(attribute.Int64("lush.upstream.latency_us", latency.Microseconds()))
+	}
 	status, rpcErr := outcome(err)
 	if status == decisionlog.StatusOK && isErrorResult(result) {
 		status = decisionlog.StatusError
@@ -205,7 +214,9 @@ func (c *call) finishCall(tc *toolCall, v *enforce.Verdict, result json.RawMessa
 		errText = err.Error()
 	}
 	v.Complete(status, latency, result, errText)
-	span.SetAttributes(attribute.String("lush.status", status))
+	if recording {
+		span.SetAttributes(attribute.String("lush.status", status))
+	}
 	switch {
 	case rpcErr != nil:
 		if tc.cred != nil {
@@ -350,8 +361,12 @@ func (s scrubbed) Error() string { return s.text }
 func (s scrubbed) Unwrap() error { return s.err }
 
 func progressToken(p map[string]json.RawMessage) json.RawMessage {
+	raw, ok := p["_meta"]
+	if !ok { // the usual case: nothing to decode (decoding nothing fails, which also gives nil)
+		return nil
+	}
 	var meta map[string]json.RawMessage
-	if json.Unmarshal(p["_meta"], &meta) != nil {
+	if json.Unmarshal(raw, &meta) != nil {
 		return nil
 	}
 	t, ok := meta["progressToken"]

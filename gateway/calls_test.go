@@ -133,3 +133,25 @@ func TestIsErrorResultIsTheDecodedField(t *testing.T) {
 		}
 	}
 }
+
+// TestProgressToken: the client's progress token is found, or not, whatever params hold.
+func TestProgressToken(t *testing.T) {
+	for _, tc := range []struct{ params, want string }{
+		{`{}`, ``},
+		{`{"name":"x","arguments":{"_meta":{"progressToken":1}}}`, ``},
+		{`{"_meta":null}`, ``},
+		{`{"_meta":{}}`, ``},
+		{`{"_meta":[1]}`, ``},
+		{`{"_meta":{"progressToken":null}}`, ``},
+		{`{"_meta":{"progressToken":7}}`, `7`},
+		{`{"_meta":{"progressToken":"t-1","other":true}}`, `"t-1"`},
+	} {
+		var p map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(tc.params), &p); err != nil {
+			t.Fatal(err)
+		}
+		if got := progressToken(p); string(got) != tc.want {
+			t.Errorf("%s: got %q, want %q", tc.params, got, tc.want)
+		}
+	}
+}

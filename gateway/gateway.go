@@ -84,6 +84,7 @@ type Gateway struct {
 	log       *slog.Logger
 	metrics   *telemetry.Metrics
 	tracer    trace.Tracer
+	tracing   bool // tracer records spans (it is not the no-op tracer)
 	enforcer  *enforce.Enforcer
 	gate      *policyhttp.Gate // authenticates the callers of the agents' endpoints
 	pool      *upstream.Pool
@@ -135,6 +136,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
+	_, isNoop := tp.(noop.TracerProvider)
 	key, err := sessionKey(cfg.SessionKeyFile)
 	if err != nil {
 		return nil, err
@@ -143,7 +145,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 	if err != nil {
 		return nil, err
 	}
-	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), catalogs: map[string]*catalog{},
+	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), tracing: !isNoop, catalogs: map[string]*catalog{},
 		argLimits: cfg.ArgumentLimits()}
 	workspace := opts.ProjectDir
 	if workspace != "" {

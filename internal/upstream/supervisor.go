@@ -219,11 +219,12 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 	defer s.active.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
-	id := mcp.NewRequestId("lush-" + strconv.FormatInt(s.nextID.Add(1), 10))
+	idText := "lush-" + strconv.FormatInt(s.nextID.Add(1), 10)
+	id := mcp.NewRequestId(idText)
 	if notify != nil {
 		key := progressToken
 		if key == "" {
-			key = fmt.Sprint(id.Value())
+			key = idText // fmt.Sprint(id.Value()), as a notification's token is read
 		}
 		c.inflight.Store(key, notify)
 		defer c.inflight.Delete(key)

@@ -88,10 +88,29 @@ func chainHash(prev []byte, enc []byte) []byte {
 	return h.Sum(nil)
 }
 
+// maxScratch bounds the buffer a writer keeps between entries (a larger one, for a large event,
+// is dropped after use).
+const maxScratch = 64 << 10
+
+// hashScratch returns SHA-256 of *scratch, which holds the previous hash followed by an entry's
+// encoding (chainHash(prev, enc) without copying either), and keeps the buffer for the next entry.
+func hashScratch(scratch *[]byte) []byte {
+	sum := sha256.Sum256(*scratch)
+	if cap(*scratch) > maxScratch {
+		*scratch = nil
+	}
+	return sum[:]
+}
+
 // eventEntry encodes an event: its position and the stored columns that are not derived from the
 // event document (decision_id and ts are, but they are keys: they are checked both ways).
 func eventEntry(part string, pos int64, decisionID string, ts int64, event string) []byte {
-	e := encoder{buf: make([]byte, 0, 64+len(event))}
+	return appendEventEntry(make([]byte, 0, 128+len(part)+len(decisionID)+len(event)), part, pos, decisionID, ts, event)
+}
+
+// appendEventEntry appends eventEntry's encoding to dst.
+func appendEventEntry(dst []byte, part string, pos int64, decisionID string, ts int64, event string) []byte {
+	e := encoder{buf: dst}
 	e.str("lush.decisionlog.event.v1")
 	e.str(part)
 	e.int(pos)
@@ -103,7 +122,12 @@ func eventEntry(part string, pos int64, decisionID string, ts int64, event strin
 
 // completionEntry encodes a completion: every stored column.
 func completionEntry(part string, pos int64, decisionID string, ts int64, status string, latency int64, response, errMsg, tokensIn, tokensOut any) []byte {
-	e := encoder{}
+	return appendCompletionEntry(nil, part, pos, decisionID, ts, status, latency, response, errMsg, tokensIn, tokensOut)
+}
+
+// appendCompletionEntry appends completionEntry's encoding to dst.
+func appendCompletionEntry(dst []byte, part string, pos int64, decisionID string, ts int64, status string, latency int64, response, errMsg, tokensIn, tokensOut any) []byte {
+	e := encoder{buf: dst}
 	e.str("lush.decisionlog.completion.v1")
 	e.str(part)
 	e.int(pos)

@@ -450,6 +450,72 @@ func TestTwoWritersOneChain(t *testing.T) {
 	}
 }
 
+// TestWritersTakingTurnsOneChain: the writer extends the head its last commit left without
+// reading it while no other connection has committed; two logs on one file that write strictly
+// in turn (every transaction follows one of the other's), completions, checkpoints and a
+// retention pass by the other among them, must still extend one chain.
+func TestWritersTakingTurnsOneChain(t *testing.T) {
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	path := filepath.Join(t.TempDir(), "decisions.db")
+	var logs [2]*Log
+	for i := range logs {
+		l, err := Open(ctx, path, Clock(clock), CheckpointEvery(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		logs[i] = l
+	}
+	for i := range 40 {
+		l, other := logs[i%2], logs[(i+1)%2]
+		e := sampleEvent(fmt.Sprintf("turn-%02d", i))
+		e.Timestamp = time.Time{}
+		if err := l.Record(ctx, e); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 == 0 { // the other completes it
+			if err := other.Complete(ctx, &Completion{DecisionID: e.DecisionID, Status: StatusOK}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		switch i {
+		case 9, 19:
+			if _, err := other.Checkpoint(ctx); err != nil {
+				t.Fatal(err)
+			}
+			advance(24 * time.Hour)
+		case 29: // the other deletes the first segment: its floor moves
+			if rec, err := other.Retain(ctx, clock().Add(-36*time.Hour)); err != nil || rec == nil {
+				t.Fatalf("retention: %+v %v", rec, err)
+			}
+		}
+	}
+	if err := errorsJoin(logs[0].Close(), logs[1].Close()); err != nil {
+		t.Fatal(err)
+	}
+	rep := verify(t, path, VerifyOptions{})
+	if p := rep.Partitions[0]; !rep.OK || p.Problem != nil {
+		t.Fatalf("writers taking turns: %+v %v", p, p.Problem)
+	}
+	// And a writer that reopens the file after the other wrote extends the chain too.
+	l, err := Open(ctx, path, Clock(clock), CheckpointEvery(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Record(ctx, sampleEvent("after")); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if rep := verify(t, path, VerifyOptions{}); !rep.OK {
+		t.Fatalf("after reopening: %+v", rep.Partitions[0])
+	}
+}
+
 func errorsJoin(errs ...error) error {
 	for _, err := range errs {
 		if err != nil {

@@ -116,8 +116,9 @@ type Completion struct {
 // eventColumns returns the stored columns of e, whose JSON document is data, in insertEvent's
 // order: all but the document itself are derived from it (Verify checks that they still are).
 func eventColumns(e *Event, data string) []any {
-	return []any{e.DecisionID, e.Timestamp.UnixNano(), e.Revision, e.Point, e.Principal, e.Agent, e.Action,
-		e.Tool, e.ToolName, e.Access, e.Risk, e.Outcome, e.LatencyNS, e.TraceID, data}
+	// Room for the three columns the writer adds (part, pos, hash).
+	return append(make([]any, 0, 15+3), e.DecisionID, e.Timestamp.UnixNano(), e.Revision, e.Point,
+		e.Principal, e.Agent, e.Action, e.Tool, e.ToolName, e.Access, e.Risk, e.Outcome, e.LatencyNS, e.TraceID, data)
 }
 
 // eventColumnNames names eventColumns' values.
@@ -164,15 +165,26 @@ func oneOf(field, v string, valid []string) error {
 }
 
 func (e *Event) validate() error {
+	if err := e.validateColumns(); err != nil {
+		return err
+	}
+	return e.validateDocuments()
+}
+
+// validateColumns checks what validate checks but the raw documents.
+func (e *Event) validateColumns() error {
 	if err := checkID(e.DecisionID); err != nil {
 		return err
 	}
 	if err := oneOf("outcome", e.Outcome, authz.Outcomes); err != nil {
 		return err
 	}
-	if err := checkTime("timestamp", e.Timestamp); err != nil {
-		return err
-	}
+	return checkTime("timestamp", e.Timestamp)
+}
+
+// validateDocuments checks the raw documents (Input, Result): encodeEventFast succeeds only for
+// valid ones, so that Record checks them only when it falls back to encodeJSON.
+func (e *Event) validateDocuments() error {
 	if err := checkJSON("input", e.Input); err != nil {
 		return err
 	}

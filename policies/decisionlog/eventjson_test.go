@@ -1,8 +1,11 @@
 package decisionlog
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 )
@@ -103,5 +106,48 @@ func TestEncodeEventFastPath(t *testing.T) {
 	want, _ := encodeJSON(e)
 	if got, _ := encodeEvent(e); got != string(want) {
 		t.Fatalf("got %s\nwant %s", got, want)
+	}
+}
+
+// Record checks an event's raw documents apart only when encodeEventFast cannot write it, since
+// the fast writer refuses an invalid one: it accepts and refuses exactly the events that
+// validate, validateCharges and encodeJSON, in this order, accept and refuse, with the same error, for valid, invalid, empty and missing documents, with strings the fast
+// writer leaves to encodeJSON or not, and charges valid or not (whose error comes after the
+// documents').
+func TestRecordRefusesWhatValidateRefuses(t *testing.T) {
+	ctx := context.Background()
+	l := openLog(t)
+	raws := []json.RawMessage{nil, {}, json.RawMessage(`{}`), json.RawMessage(" [1, {\"a\":null}] "), json.RawMessage(`{`),
+		json.RawMessage(`{"a":}`), json.RawMessage(`nul`), json.RawMessage("\"\x01\""), json.RawMessage(`{}x`),
+		json.RawMessage(` `), json.RawMessage(`[1,]`), json.RawMessage(`"\ud800"`), json.RawMessage("\"\xff\"")}
+	n := 0
+	for _, in := range raws {
+		for _, res := range raws {
+			for _, slow := range []bool{false, true} {
+				for _, badCharge := range []bool{false, true} {
+					n++
+					e := sampleEvent(fmt.Sprintf("docs-%03d", n))
+					e.Input, e.Result = in, res
+					if slow {
+						e.Principal = "user:é" // encodeEventFast leaves non-ASCII to encodeJSON
+					}
+					if badCharge {
+						e.Charges = []Charge{{Budget: "", Used: -1}}
+					}
+					// What Record did before: validate, then the charges, then encodeJSON.
+					want := e.validate()
+					if want == nil {
+						want = validateCharges(e.Charges)
+					}
+					if want == nil {
+						_, want = encodeJSON(e)
+					}
+					err := l.Record(ctx, e)
+					if (err == nil) != (want == nil) || (err != nil && !strings.Contains(err.Error(), want.Error())) {
+						t.Errorf("input %q, result %q, slow %v, bad charge %v: Record says %v, validate %v", in, res, slow, badCharge, err, want)
+					}
+				}
+			}
+		}
 	}
 }

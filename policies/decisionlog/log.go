@@ -231,18 +231,30 @@ func (l *Log) Record(ctx context.Context, e *Event) error {
 	if ev.Path == "" {
 		ev.Path = DefaultPath
 	}
-	if err := ev.validate(); err != nil {
+	if err := ev.validateColumns(); err != nil {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision: %w", err)
+	}
+	// The event is written once; the fast writer validates the raw documents as it compacts
+	// them, so they are checked apart only when it cannot write the event.
+	data, fast := encodeEventFast(&ev)
+	if !fast {
+		if err := ev.validateDocuments(); err != nil {
+			l.rejected.Add(1)
+			return fmt.Errorf("record decision: %w", err)
+		}
 	}
 	if err := validateCharges(ev.Charges); err != nil {
 		l.rejected.Add(1)
 		return fmt.Errorf("record decision %s: %w", ev.DecisionID, err)
 	}
-	data, err := encodeEvent(&ev)
-	if err != nil {
-		l.rejected.Add(1)
-		return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)
+	if !fast {
+		b, err := encodeJSON(&ev)
+		if err != nil {
+			l.rejected.Add(1)
+			return fmt.Errorf("record decision %s: encode: %w", ev.DecisionID, err)
+		}
+		data = string(b)
 	}
 	r := &request{kind: kindEvent, done: make(chan error, 1), args: eventColumns(&ev, data), charges: ev.Charges}
 	if err := l.submit(ctx, r); err != nil {
@@ -323,8 +335,9 @@ func (l *Log) completion(c *Completion) (*request, error) {
 	if cp.TokensInput != 0 || cp.TokensOutput != 0 {
 		tin, tout = cp.TokensInput, cp.TokensOutput
 	}
-	return &request{kind: kindCompletion, args: []any{
-		cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg, tin, tout}, charges: cp.Charges}, nil
+	// Room for the four arguments the writer adds (part, pos, hash, decision_id).
+	args := append(make([]any, 0, 12), cp.DecisionID, cp.Timestamp.UnixNano(), cp.Status, cp.LatencyNS, resp, msg, tin, tout)
+	return &request{kind: kindCompletion, args: args, charges: cp.Charges}, nil
 }
 
 // submit queues r without blocking and waits until the writer has committed it or failed.

@@ -20,6 +20,18 @@ type writer struct {
 	// checkpointed is the newest position of the partition known to be checkpointed, by this
 	// writer or another: CheckpointEntries counts from it.
 	checkpointed int64
+	// SQLite only: version reads the database's data_version, which changes when another
+	// connection (another process: a second gateway, lushctl audit) commits. While it is the
+	// version the last commit saw, the chain head and floor that commit left (last) are still the
+	// partition's, and the next transaction extends them without reading them.
+	version     *sql.Stmt
+	begin, end  *sql.Stmt // SQLite only: the transaction's BEGIN and COMMIT, parsed once
+	last        head
+	lastVersion int64
+	lastValid   bool
+	part        any // cfg.partition, as a statement argument
+	// scratch holds the previous hash and an entry's encoding while the entry's hash is taken.
+	scratch []byte
 }
 
 const (
@@ -33,6 +45,8 @@ const (
 	UNION ALL SELECT pos, hash FROM (SELECT pos, hash FROM markers WHERE part = ?1 ORDER BY pos DESC LIMIT 1) m
 	ORDER BY pos DESC LIMIT 1`
 	selectFloor = `SELECT floor FROM partitions WHERE part = ?`
+	// dataVersion changes when another connection commits to the database (not for this one's).
+	dataVersion = `PRAGMA data_version`
 )
 
 func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *writer, err error) {
@@ -40,7 +54,7 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 	if err != nil {
 		return nil, err
 	}
-	w := &writer{conn: conn, cfg: cfg, d: d}
+	w := &writer{conn: conn, cfg: cfg, d: d, part: cfg.partition}
 	defer func() {
 		if err != nil {
 			w.close()
@@ -76,6 +90,16 @@ func newWriter(ctx context.Context, db *sql.DB, d *dialect, cfg *config) (_ *wri
 			return nil, err
 		}
 	}
+	if !d.postgres {
+		for _, p := range []struct {
+			stmt **sql.Stmt
+			sql  string
+		}{{&w.version, dataVersion}, {&w.begin, d.begin}, {&w.end, "COMMIT"}} {
+			if *p.stmt, err = conn.PrepareContext(ctx, p.sql); err != nil {
+				return nil, err
+			}
+		}
+	}
 	if w.checkpointed, err = w.lastCheckpoint(ctx); err != nil {
 		return nil, err
 	}
@@ -101,6 +125,7 @@ type head struct {
 func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	ctx := context.Background()
 	fail := func(err error) []error {
+		w.lastValid = false // whatever the transaction did, the head is read again
 		errs = errs[:0]
 		for range batch {
 			errs = append(errs, err)
@@ -115,7 +140,7 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			out = fail(fmt.Errorf("write decision log: panic: %v", p))
 		}
 	}()
-	if _, err := w.conn.ExecContext(ctx, w.d.begin); err != nil {
+	if _, err := w.exec(ctx, w.begin, w.d.begin); err != nil {
 		return fail(fmt.Errorf("write decision log: begin: %w", err))
 	}
 	rollback := func(err error) []error {
@@ -125,14 +150,26 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 	// The head is read inside the write transaction (after the partition's row is locked, for
 	// PostgreSQL), so another process writing the same partition (lushctl audit retain, a second
 	// gateway) extends the same chain instead of forking it.
-	h := head{pos: 0, hash: genesis}
-	if err := w.floor.QueryRowContext(ctx, w.cfg.partition).Scan(&h.floor); err != nil {
-		return rollback(fmt.Errorf("read the partition: %w", err))
+	// On SQLite, with the write lock held, the head the last commit left is still the head
+	// unless another connection has committed since.
+	var version int64
+	if w.version != nil {
+		if err := w.version.QueryRowContext(ctx).Scan(&version); err != nil {
+			return rollback(fmt.Errorf("read the data version: %w", err))
+		}
 	}
-	switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash); {
-	case errors.Is(err, sql.ErrNoRows):
-	case err != nil:
-		return rollback(fmt.Errorf("read the chain head: %w", err))
+	h := head{pos: 0, hash: genesis}
+	if w.version != nil && w.lastValid && version == w.lastVersion {
+		h = w.last
+	} else {
+		if err := w.floor.QueryRowContext(ctx, w.cfg.partition).Scan(&h.floor); err != nil {
+			return rollback(fmt.Errorf("read the partition: %w", err))
+		}
+		switch err := w.head.QueryRowContext(ctx, w.cfg.partition).Scan(&h.pos, &h.hash); {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return rollback(fmt.Errorf("read the chain head: %w", err))
+		}
 	}
 	covered := w.checkpointed // the newest position checkpointed, as of this transaction
 	for i := 0; i < len(batch); i++ {
@@ -186,11 +223,22 @@ func (w *writer) commit(batch []*request, errs []error) (out []error) {
 			return rollback(err)
 		}
 	}
-	if _, err := w.conn.ExecContext(ctx, "COMMIT"); err != nil {
+	if _, err := w.exec(ctx, w.end, "COMMIT"); err != nil {
 		return rollback(fmt.Errorf("commit: %w", err))
 	}
 	w.checkpointed = covered
+	if w.version != nil {
+		w.last, w.lastVersion, w.lastValid = h, version, true
+	}
 	return errs
+}
+
+// exec runs stmt, or query when stmt was not prepared.
+func (w *writer) exec(ctx context.Context, stmt *sql.Stmt, query string) (sql.Result, error) {
+	if stmt != nil {
+		return stmt.ExecContext(ctx)
+	}
+	return w.conn.ExecContext(ctx, query)
 }
 
 // refusedError fails one request of a batch and lets the rest commit.
@@ -198,8 +246,9 @@ type refusedError struct{ error }
 
 func (w *writer) appendEvent(ctx context.Context, h *head, r *request) error {
 	pos := h.pos + 1
-	hash := chainHash(h.hash, eventEntry(w.cfg.partition, pos, r.args[0].(string), r.args[1].(int64), r.args[len(r.args)-1].(string)))
-	res, err := w.event.ExecContext(ctx, append(r.args, w.cfg.partition, pos, hash)...)
+	w.scratch = appendEventEntry(append(w.scratch[:0], h.hash...), w.cfg.partition, pos, r.args[0].(string), r.args[1].(int64), r.args[len(r.args)-1].(string))
+	hash := hashScratch(&w.scratch)
+	res, err := w.event.ExecContext(ctx, append(r.args, w.part, pos, hash)...)
 	if err != nil {
 		return err
 	}
@@ -213,8 +262,9 @@ func (w *writer) appendEvent(ctx context.Context, h *head, r *request) error {
 func (w *writer) appendCompletion(ctx context.Context, h *head, r *request) error {
 	a := r.args
 	pos := h.pos + 1
-	hash := chainHash(h.hash, completionEntry(w.cfg.partition, pos, a[0].(string), a[1].(int64), a[2].(string), a[3].(int64), a[4], a[5], a[6], a[7]))
-	res, err := w.completion.ExecContext(ctx, append(a, w.cfg.partition, pos, hash, a[0])...)
+	w.scratch = appendCompletionEntry(append(w.scratch[:0], h.hash...), w.cfg.partition, pos, a[0].(string), a[1].(int64), a[2].(string), a[3].(int64), a[4], a[5], a[6], a[7])
+	hash := hashScratch(&w.scratch)
+	res, err := w.completion.ExecContext(ctx, append(a, w.part, pos, hash, a[0])...)
 	if err != nil {
 		return err
 	}
@@ -330,7 +380,7 @@ func (w *writer) retain(ctx context.Context, h *head, r *request) error {
 
 func (w *writer) close() error {
 	var errs []error
-	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head} {
+	for _, s := range []*sql.Stmt{w.event, w.completion, w.floor, w.head, w.version, w.begin, w.end} {
 		if s != nil {
 			errs = append(errs, s.Close())
 		}
