@@ -11,12 +11,13 @@ package lush.authz
 #
 # Evaluation takes the cheapest branch that applies: a read tools/call of the
 # shape every enforcement point sends, allowed outright (the most common call),
-# is decided by one rule, fast_read; another allowed call with the complete
-# evidence and no denial, approval or stub builds its decision from a few
-# rules; an allowed call with approvals or stubs adds those; only a call that
-# may be denied evaluates every deny rule. All four branches give exactly the
-# decision the last two alone would give (the tests compare them on random
-# inputs).
+# is decided by one rule, fast_read; a tools/call of that shape that the
+# agent, capability or privilege rules deny, by those rules and the project's
+# (fast_deny); another allowed call with the complete evidence and no denial,
+# approval or stub builds its decision from a few rules; an allowed call with
+# approvals or stubs adds those; only the remaining calls that may be denied
+# evaluate every deny rule. All five branches give exactly the decision the
+# last two alone would give (the tests compare them on random inputs).
 
 decision := {
 	"allow": true,
@@ -30,6 +31,18 @@ decision := {
 	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
 } if {
 	fast_read
+} else := {
+	"allow": false,
+	"outcome": "deny",
+	"stub": false,
+	"approval_required": false,
+	"access": effective_access,
+	"risk": effective_risk,
+	"reasons": sorted_entries(call_denials),
+	"approvals": [],
+	"rules": sort({d.rule | some d in call_denials}),
+} if {
+	fast_deny
 } else := {
 	"allow": true,
 	"outcome": "allow",
@@ -128,6 +141,28 @@ fast_read if {
 	not project_entry_given
 }
 
+# fast_deny: a well-formed tools/call that one of the agent, capability and
+# privilege rules (call_deny) denies, with none of the inputs that only other
+# deny rules read: a depth within max_depth, no schema verdict, refusal, rate
+# limit or exhausted budget. Then deny (the other base deny rules) is empty:
+# each needs a malformed input, another action or one of those inputs; and
+# lush.default.deny cannot fire, as something denies. So its decision
+# lists call_deny and the project denials, as the full evaluation would (the
+# tests compare them), without evaluating the deny rules, the allow-side
+# rules or the well-formedness problems.
+fast_deny if {
+	input.action == "tools/call"
+	input_ok
+	not depth_exceeded
+	not arguments_invalid
+	not tool_refused
+	not rate_limited
+	not budget_exhausted
+	count(call_deny) > 0
+}
+
+call_denials := call_deny | project_denials
+
 # project_entry_given: some project policy gives a denial, an approval or a
 # stub, without normalizing the entries: project_entries (project.rego) is
 # empty exactly for the values set(), [], false and {}.
@@ -187,7 +222,9 @@ allow if {
 	allow_evidence
 }
 
-denials := deny | project_denials
+# The base denials are deny and call_deny (the agent, capability and privilege
+# rules, which fast_deny evaluates alone).
+denials := (deny | call_deny) | project_denials
 
 all_denials := denials | fallback_deny
 

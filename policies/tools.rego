@@ -82,7 +82,7 @@ not_allowlisted_note := "not in its tools allowlist" if {
 #   (another tool of the server, or a resource/prompt action).
 # custom:
 #   id: lush.capability.not_allowlisted
-deny contains d if {
+call_deny contains d if {
 	scoped_actions[action]
 	agent_known
 	tool_ref
@@ -103,7 +103,7 @@ deny contains d if {
 #   agent has no such tool for it, and the probe is in the decision log.
 # custom:
 #   id: lush.capability.unknown_tool
-deny contains d if {
+call_deny contains d if {
 	unknown_tool_call
 	d := {
 		"rule": rego.metadata.rule().custom.id,
@@ -121,7 +121,7 @@ deny contains d if {
 #   (by the tool's class, an unknown class, or the caller's access hint).
 # custom:
 #   id: lush.capability.access_exceeded
-deny contains d if {
+call_deny contains d if {
 	allowlisted
 	not capability_ok
 	d := {
@@ -196,7 +196,7 @@ grant_scope_note := "" if {
 #   for resources and prompts, an un-narrowed grant on the server).
 # custom:
 #   id: lush.privilege.no_grant
-deny contains d if {
+call_deny contains d if {
 	scoped_actions[action]
 	tool_ref
 	principal_id
@@ -217,7 +217,7 @@ deny contains d if {
 #   call needs (only read grants for a write).
 # custom:
 #   id: lush.privilege.access_exceeded
-deny contains d if {
+call_deny contains d if {
 	count(matching_grants) > 0
 	not privilege_ok
 	held := concat(", ", sort({sprintf("%v", [object.get(g, "access", "read")]) | some g in matching_grants}))
