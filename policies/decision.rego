@@ -111,7 +111,8 @@ nothing_denies if {
 # input (with a tool name, and an access hint that cannot make the call a
 # write); a class that reads, at a risk that needs no approval; the
 # allowlist entry and a grant at read or write admitting the tool (capability_ok
-# and privilege_ok for a read); execute on the agent; a depth within max_depth;
+# and privilege_ok for a read); execute on the agent; a depth within max_depth
+# (depth_within);
 # no schema verdict, refusal, rate limit, exhausted budget or granted approval
 # (which would add lush.approval.granted); no project denial, approval or stub.
 fast_read if {
@@ -134,7 +135,7 @@ fast_read if {
 	not c.risk in approval_risks
 	object.get(input.tool, "arguments_valid", null) in {null, true}
 	object.get(input.tool, "refusal", null) in {null, ""}
-	not depth_exceeded
+	depth_within
 	not rate_limited
 	not budget_exhausted
 	not approval_granted
@@ -143,7 +144,7 @@ fast_read if {
 
 # fast_deny: a well-formed tools/call that one of the agent, capability and
 # privilege rules (call_deny) denies, with none of the inputs that only other
-# deny rules read: a depth within max_depth, no schema verdict, refusal, rate
+# deny rules read: a depth within max_depth (depth_within), no schema verdict, refusal, rate
 # limit or exhausted budget. Then deny (the other base deny rules) is empty:
 # each needs a malformed input, another action or one of those inputs; and
 # lush.default.deny cannot fire, as something denies. So its decision
@@ -153,7 +154,7 @@ fast_read if {
 fast_deny if {
 	input.action == "tools/call"
 	input_ok
-	not depth_exceeded
+	depth_within
 	not arguments_invalid
 	not tool_refused
 	not rate_limited
@@ -162,6 +163,17 @@ fast_deny if {
 }
 
 call_denials := call_deny | project_denials
+
+# depth_within: a chain and a depth, both within max_depth, as every
+# enforcement point sends them. It implies not depth_exceeded (depth is the
+# larger of the two) without building the depth; with either absent it does not
+# hold, and the call takes a branch that evaluates depth_exceeded.
+depth_within if {
+	is_array(input.chain)
+	is_number(input.depth)
+	count(input.chain) <= max_depth
+	input.depth <= max_depth
+}
 
 # project_entry_given: some project policy gives a denial, an approval or a
 # stub, without normalizing the entries: project_entries (project.rego) is

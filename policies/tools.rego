@@ -147,7 +147,20 @@ allow_rules contains id if {
 
 # The grants of the caller's match set on the ref that admit the call.
 matching_grants contains g if {
-	tool_actions[action]
+	input.action == "tools/call"
+	grants := data.lush.project.grants[tool_ref]
+	some p in principals
+	some g in grants[p]
+	is_object(g)
+
+	# names_admit written out: a tools/call is never a session.
+	only := object.get(g, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+}
+
+matching_grants contains g if {
+	input.action == "tools/list"
 	some p in principals
 	some g in data.lush.project.grants[tool_ref][p]
 	is_object(g)
@@ -218,9 +231,13 @@ call_deny contains d if {
 # custom:
 #   id: lush.privilege.access_exceeded
 call_deny contains d if {
-	count(matching_grants) > 0
-	not privilege_ok
-	held := concat(", ", sort({sprintf("%v", [object.get(g, "access", "read")]) | some g in matching_grants}))
+	levels := {object.get(g, "access", "read") | some g in matching_grants}
+	count(levels) > 0
+
+	# not privilege_ok, from the grants already matched: none at an access
+	# that covers the call.
+	count(levels & {"read": {"read", "write"}, "write": {"write"}}[effective_access]) == 0
+	held := concat(", ", sort({sprintf("%v", [l]) | some l in levels}))
 	d := {
 		"rule": rego.metadata.rule().custom.id,
 		"message": sprintf(
