@@ -1418,6 +1418,9 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 					fast_read := [x | data.lush.authz.fast_read; x := true]
 					fast_deny := [x | data.lush.authz.fast_deny; x := true]
 					other_deny := data.lush.authz.deny
+					privilege_ok := [x | data.lush.authz.privilege_ok; x := true]
+					grants_matched := count(data.lush.authz.matching_grants)
+					access_exceeded := [x | some d in data.lush.authz.call_deny; d.rule == "lush.privilege.access_exceeded"; x := true]
 					plain := [x | data.lush.authz.plain; x := true]
 					denials := data.lush.authz.denials
 					allow := data.lush.authz.allow
@@ -1457,6 +1460,12 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 					if len(b["fast_applies"].([]any)) != 1 || len(b["plain"].([]any)) != 1 {
 						t.Fatalf("input %s: fast_read, but nothing_denies %v and plain %v", jsonOf(in), b["fast_applies"], b["plain"])
 					}
+				}
+				// lush.privilege.access_exceeded reads the levels of the matched grants: it must fire
+				// exactly when some grant matched and privilege_ok does not hold.
+				if want := json.Number("0") != b["grants_matched"] && len(b["privilege_ok"].([]any)) == 0; want != (len(b["access_exceeded"].([]any)) > 0) {
+					t.Fatalf("input %s: lush.privilege.access_exceeded %v, but %v grants matched and privilege_ok %v",
+						jsonOf(in), b["access_exceeded"], b["grants_matched"], b["privilege_ok"])
 				}
 				if len(b["fast_deny"].([]any)) == 1 {
 					fastDeny++
