@@ -153,6 +153,11 @@ fast_read if {
 # rules or the well-formedness problems.
 fast_deny if {
 	input.action == "tools/call"
+
+	# With the checks below, call_deny is empty exactly when the call has the
+	# evidence: checked first, so that an allowed call leaves at once (its
+	# branch reads the same rules).
+	not call_evidence
 	input_ok
 	depth_within
 	not arguments_invalid
@@ -160,6 +165,12 @@ fast_deny if {
 	not rate_limited
 	not budget_exhausted
 	count(call_deny) > 0
+}
+
+call_evidence if {
+	has_agent_execute
+	capability_ok
+	privilege_ok
 }
 
 call_denials := call_deny | project_denials
