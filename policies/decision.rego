@@ -25,7 +25,7 @@ decision := {
 	"stub": false,
 	"approval_required": false,
 	"access": "read",
-	"risk": effective_risk,
+	"risk": class_entry.risk, # effective_risk when fast_read holds
 	"reasons": [],
 	"approvals": [],
 	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
