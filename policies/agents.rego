@@ -35,7 +35,7 @@ max_depth := m if {
 # description: The agent named by the input is not defined in the project.
 # custom:
 #   id: lush.agent.unknown
-deny contains d if {
+call_deny contains d if {
 	agent_actions[action]
 	agent_name
 	not agent_known
@@ -52,7 +52,7 @@ deny contains d if {
 #   holds execute in the agent's ACL.
 # custom:
 #   id: lush.acl.no_agent_execute
-deny contains d if {
+call_deny contains d if {
 	agent_actions[action]
 	agent_known
 	principal_id

@@ -11,12 +11,13 @@ package lush.authz
 #
 # Evaluation takes the cheapest branch that applies: a read tools/call of the
 # shape every enforcement point sends, allowed outright (the most common call),
-# is decided by one rule, fast_read; another allowed call with the complete
-# evidence and no denial, approval or stub builds its decision from a few
-# rules; an allowed call with approvals or stubs adds those; only a call that
-# may be denied evaluates every deny rule. All four branches give exactly the
-# decision the last two alone would give (the tests compare them on random
-# inputs).
+# is decided by one rule, fast_read; a tools/call of that shape that the
+# agent, capability or privilege rules deny, by those rules and the project's
+# (fast_deny); another allowed call with the complete evidence and no denial,
+# approval or stub builds its decision from a few rules; an allowed call with
+# approvals or stubs adds those; only the remaining calls that may be denied
+# evaluate every deny rule. All five branches give exactly the decision the
+# last two alone would give (the tests compare them on random inputs).
 
 decision := {
 	"allow": true,
@@ -24,12 +25,24 @@ decision := {
 	"stub": false,
 	"approval_required": false,
 	"access": "read",
-	"risk": effective_risk,
+	"risk": class_entry.risk, # effective_risk when fast_read holds
 	"reasons": [],
 	"approvals": [],
 	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
 } if {
 	fast_read
+} else := {
+	"allow": false,
+	"outcome": "deny",
+	"stub": false,
+	"approval_required": false,
+	"access": effective_access,
+	"risk": effective_risk,
+	"reasons": sorted_entries(call_denials),
+	"approvals": [],
+	"rules": sort({d.rule | some d in call_denials}),
+} if {
+	fast_deny
 } else := {
 	"allow": true,
 	"outcome": "allow",
@@ -98,7 +111,8 @@ nothing_denies if {
 # input (with a tool name, and an access hint that cannot make the call a
 # write); a class that reads, at a risk that needs no approval; the
 # allowlist entry and a grant at read or write admitting the tool (capability_ok
-# and privilege_ok for a read); execute on the agent; a depth within max_depth;
+# and privilege_ok for a read); execute on the agent; a depth within max_depth
+# (depth_within);
 # no schema verdict, refusal, rate limit, exhausted budget or granted approval
 # (which would add lush.approval.granted); no project denial, approval or stub.
 fast_read if {
@@ -121,11 +135,55 @@ fast_read if {
 	not c.risk in approval_risks
 	object.get(input.tool, "arguments_valid", null) in {null, true}
 	object.get(input.tool, "refusal", null) in {null, ""}
-	not depth_exceeded
+	depth_within
 	not rate_limited
 	not budget_exhausted
 	not approval_granted
 	not project_entry_given
+}
+
+# fast_deny: a well-formed tools/call that one of the agent, capability and
+# privilege rules (call_deny) denies, with none of the inputs that only other
+# deny rules read: a depth within max_depth (depth_within), no schema verdict, refusal, rate
+# limit or exhausted budget. Then deny (the other base deny rules) is empty:
+# each needs a malformed input, another action or one of those inputs; and
+# lush.default.deny cannot fire, as something denies. So its decision
+# lists call_deny and the project denials, as the full evaluation would (the
+# tests compare them), without evaluating the deny rules, the allow-side
+# rules or the well-formedness problems.
+fast_deny if {
+	input.action == "tools/call"
+
+	# With the checks below, call_deny is empty exactly when the call has the
+	# evidence: checked first, so that an allowed call leaves at once (its
+	# branch reads the same rules).
+	not call_evidence
+	input_ok
+	depth_within
+	not arguments_invalid
+	not tool_refused
+	not rate_limited
+	not budget_exhausted
+	count(call_deny) > 0
+}
+
+call_evidence if {
+	has_agent_execute
+	capability_ok
+	privilege_ok
+}
+
+call_denials := call_deny | project_denials
+
+# depth_within: a chain and a depth, both within max_depth, as every
+# enforcement point sends them. It implies not depth_exceeded (depth is the
+# larger of the two) without building the depth; with either absent it does not
+# hold, and the call takes a branch that evaluates depth_exceeded.
+depth_within if {
+	is_array(input.chain)
+	is_number(input.depth)
+	count(input.chain) <= max_depth
+	input.depth <= max_depth
 }
 
 # project_entry_given: some project policy gives a denial, an approval or a
@@ -187,7 +245,9 @@ allow if {
 	allow_evidence
 }
 
-denials := deny | project_denials
+# The base denials are deny and call_deny (the agent, capability and privilege
+# rules, which fast_deny evaluates alone).
+denials := (deny | call_deny) | project_denials
 
 all_denials := denials | fallback_deny
 

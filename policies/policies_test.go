@@ -607,7 +607,7 @@ var (
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.
-	decidingRules = map[string]bool{"deny": true, "allow_rules": true, "approval": true, "stub": true, "fallback_deny": true}
+	decidingRules = map[string]bool{"deny": true, "call_deny": true, "allow_rules": true, "approval": true, "stub": true, "fallback_deny": true}
 )
 
 func callsRegoMetadataRule(r *ast.Rule) bool {
@@ -1412,10 +1412,15 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 			}
 			pq, err := rego.New(
 				rego.Query(`fast := data.lush.authz.decision
-					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false with data.lush.authz.fast_read as false
+					full := data.lush.authz.decision with data.lush.authz.nothing_denies as false with data.lush.authz.fast_read as false with data.lush.authz.fast_deny as false
 					no_fast_read := data.lush.authz.decision with data.lush.authz.fast_read as false
 					fast_applies := [x | data.lush.authz.nothing_denies; x := true]
 					fast_read := [x | data.lush.authz.fast_read; x := true]
+					fast_deny := [x | data.lush.authz.fast_deny; x := true]
+					other_deny := data.lush.authz.deny
+					privilege_ok := [x | data.lush.authz.privilege_ok; x := true]
+					grants_matched := count(data.lush.authz.matching_grants)
+					access_exceeded := [x | some d in data.lush.authz.call_deny; d.rule == "lush.privilege.access_exceeded"; x := true]
 					plain := [x | data.lush.authz.plain; x := true]
 					denials := data.lush.authz.denials
 					allow := data.lush.authz.allow
@@ -1430,7 +1435,7 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := rand.New(rand.NewSource(20260106))
-			fast, fastRead := 0, 0
+			fast, fastRead, fastDeny := 0, 0, 0
 			outcomes := map[string]int{}
 			for range n {
 				in := enforcementShape(r, randomInput(r))
@@ -1456,6 +1461,19 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 						t.Fatalf("input %s: fast_read, but nothing_denies %v and plain %v", jsonOf(in), b["fast_applies"], b["plain"])
 					}
 				}
+				// lush.privilege.access_exceeded reads the levels of the matched grants: it must fire
+				// exactly when some grant matched and privilege_ok does not hold.
+				if want := json.Number("0") != b["grants_matched"] && len(b["privilege_ok"].([]any)) == 0; want != (len(b["access_exceeded"].([]any)) > 0) {
+					t.Fatalf("input %s: lush.privilege.access_exceeded %v, but %v grants matched and privilege_ok %v",
+						jsonOf(in), b["access_exceeded"], b["grants_matched"], b["privilege_ok"])
+				}
+				if len(b["fast_deny"].([]any)) == 1 {
+					fastDeny++
+					// fast_deny: only call_deny and the project deny; the other base deny rules do not fire.
+					if len(b["other_deny"].([]any)) != 0 || obj(b["fast"])["outcome"] != "deny" {
+						t.Fatalf("input %s: fast_deny, but deny %v and decision %s", jsonOf(in), b["other_deny"], jsonOf(b["fast"]))
+					}
+				}
 				if len(b["fast_applies"].([]any)) == 1 {
 					fast++
 					if len(b["denials"].([]any)) != 0 || b["allow"] != true {
@@ -1469,9 +1487,9 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				}
 				outcomes[obj(b["fast"])["outcome"].(string)]++
 			}
-			t.Logf("%d inputs, %d on a fast path, %d decided by fast_read; outcomes %v", n, fast, fastRead, outcomes)
-			if fast < n/10 || fastRead < n/100 || outcomes["deny"] < n/10 {
-				t.Errorf("random inputs exercise too little: %d on a fast path, %d by fast_read, outcomes %v", fast, fastRead, outcomes)
+			t.Logf("%d inputs, %d on a fast path, %d decided by fast_read, %d by fast_deny; outcomes %v", n, fast, fastRead, fastDeny, outcomes)
+			if fast < n/10 || fastRead < n/100 || fastDeny < n/50 || outcomes["deny"] < n/10 {
+				t.Errorf("random inputs exercise too little: %d on a fast path, %d by fast_read, %d by fast_deny, outcomes %v", fast, fastRead, fastDeny, outcomes)
 			}
 		})
 	}

@@ -82,7 +82,7 @@ not_allowlisted_note := "not in its tools allowlist" if {
 #   (another tool of the server, or a resource/prompt action).
 # custom:
 #   id: lush.capability.not_allowlisted
-deny contains d if {
+call_deny contains d if {
 	scoped_actions[action]
 	agent_known
 	tool_ref
@@ -103,7 +103,7 @@ deny contains d if {
 #   agent has no such tool for it, and the probe is in the decision log.
 # custom:
 #   id: lush.capability.unknown_tool
-deny contains d if {
+call_deny contains d if {
 	unknown_tool_call
 	d := {
 		"rule": rego.metadata.rule().custom.id,
@@ -121,7 +121,7 @@ deny contains d if {
 #   (by the tool's class, an unknown class, or the caller's access hint).
 # custom:
 #   id: lush.capability.access_exceeded
-deny contains d if {
+call_deny contains d if {
 	allowlisted
 	not capability_ok
 	d := {
@@ -147,7 +147,20 @@ allow_rules contains id if {
 
 # The grants of the caller's match set on the ref that admit the call.
 matching_grants contains g if {
-	tool_actions[action]
+	input.action == "tools/call"
+	grants := data.lush.project.grants[tool_ref]
+	some p in principals
+	some g in grants[p]
+	is_object(g)
+
+	# names_admit written out: a tools/call is never a session.
+	only := object.get(g, "only", [tool_name])
+	is_array(only)
+	tool_name in only
+}
+
+matching_grants contains g if {
+	input.action == "tools/list"
 	some p in principals
 	some g in data.lush.project.grants[tool_ref][p]
 	is_object(g)
@@ -196,7 +209,7 @@ grant_scope_note := "" if {
 #   for resources and prompts, an un-narrowed grant on the server).
 # custom:
 #   id: lush.privilege.no_grant
-deny contains d if {
+call_deny contains d if {
 	scoped_actions[action]
 	tool_ref
 	principal_id
@@ -217,10 +230,14 @@ deny contains d if {
 #   call needs (only read grants for a write).
 # custom:
 #   id: lush.privilege.access_exceeded
-deny contains d if {
-	count(matching_grants) > 0
-	not privilege_ok
-	held := concat(", ", sort({sprintf("%v", [object.get(g, "access", "read")]) | some g in matching_grants}))
+call_deny contains d if {
+	levels := {object.get(g, "access", "read") | some g in matching_grants}
+	count(levels) > 0
+
+	# not privilege_ok, from the grants already matched: none at an access
+	# that covers the call.
+	count(levels & {"read": {"read", "write"}, "write": {"write"}}[effective_access]) == 0
+	held := concat(", ", sort({sprintf("%v", [l]) | some l in levels}))
 	d := {
 		"rule": rego.metadata.rule().custom.id,
 		"message": sprintf(

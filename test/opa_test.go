@@ -50,6 +50,16 @@ var decisionInputs = []authz.Input{
 	{Action: "tools/call", Principal: authz.Principal{ID: "user:alice", Groups: []string{}}, Agent: "orchestrator", LiveWrites: true,
 		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "/etc/passwd"}},
 	{Action: "loop/read", Principal: authz.Principal{ID: "user:zed", Groups: []string{}}, Loop: "weekday-digest"},
+	// The policy's fast branches: an allowed read (fast_read), denied writes (fast_deny) with and
+	// without a project denial, and a caller with neither execute nor a grant.
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "read_text_file"}, Arguments: map[string]any{"path": "data/q3.md"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "write_file"}, Arguments: map[string]any{"path": "data/q3.md"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "create_directory"}, Arguments: map[string]any{"path": "drafts/x"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:zed", Groups: []string{}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "tools/clock", Name: ""}},
 }
 
 // buildQuickstart builds examples/quickstart into a temporary directory and returns the bundle
