@@ -46,10 +46,24 @@ func startNoop(b *testing.B) authv3.AuthorizationClient {
 	return authv3.NewAuthorizationClient(conn)
 }
 
-// benchClient is a client of the baseline server ("direct") or of Lush's.
+// argPolicy is a project policy that reads every call's arguments, as security teams write them
+// (test/perf's paths.rego): each call with new arguments misses the decision cache.
+const argPolicy = `package lush.policies.paths
+
+deny contains "search may not name a path under /etc/" if {
+	input.action == "tools/call"
+	startswith(input.arguments.query, "/etc/")
+}
+`
+
+// benchClient is a client of the baseline server ("direct") or of Lush's ("lush", and
+// "lush+arg-policy" with argPolicy, where every benchmark call is a cache miss).
 func benchClient(b *testing.B, target string) authv3.AuthorizationClient {
-	if target == "direct" {
+	switch target {
+	case "direct":
 		return startNoop(b)
+	case "lush+arg-policy":
+		return start(b, harnessOpts{policies: map[string]string{"paths.rego": argPolicy}}).client
 	}
 	return start(b, harnessOpts{}).client
 }
@@ -133,12 +147,13 @@ func report(b *testing.B, lat []time.Duration) {
 	b.ReportMetric(0, "ns/op")
 }
 
-// BenchmarkCheck is the closed-loop cost of one Check over gRPC (16 concurrent callers), to the
-// baseline server and to Lush, with the same request as BenchmarkCheckAtRate.
+// BenchmarkCheck is the closed-loop cost of one Check over gRPC (8 concurrent callers per CPU),
+// to the baseline server and to Lush, with the same request as BenchmarkCheckAtRate; with
+// the argument policy every call misses the decision cache.
 //
 //	go test ./mesh/extauthz -run '^$' -bench 'Check$' -benchmem -count 6
 func BenchmarkCheck(b *testing.B) {
-	for _, target := range []string{"direct", "lush"} {
+	for _, target := range []string{"direct", "lush", "lush+arg-policy"} {
 		b.Run(target, func(b *testing.B) {
 			client := benchClient(b, target)
 			base := load(b, "call_read_apikey")
