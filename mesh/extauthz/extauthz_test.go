@@ -81,9 +81,9 @@ type harness struct {
 type harnessOpts struct {
 	live      bool // live writes for every tool
 	noDeploy  bool
-	lushExtra string // appended to the project's lush.yaml
+	lushExtra string            // appended to the project's lush.yaml
 	policies  map[string]string // more files of the project's policies/ directory: name → Rego
-	approvals bool   // calls that need approval ask for one in the log's approvals store
+	approvals bool              // calls that need approval ask for one in the log's approvals store
 	limits    jsonlimit.Limits
 	failures  *identity.Failures
 }
