@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -137,6 +138,15 @@ func openLoop(b *testing.B, client authv3.AuthorizationClient, base *authv3.Chec
 	return lat
 }
 
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
 func report(b *testing.B, lat []time.Duration) {
 	q := func(p float64) float64 {
 		return float64(lat[min(len(lat)-1, int(p*float64(len(lat))))].Nanoseconds()) / 1e3
@@ -160,6 +170,7 @@ func BenchmarkCheck(b *testing.B) {
 			b.SetParallelism(8)
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu0 := processCPU()
 			var n atomic.Int64
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
@@ -172,6 +183,9 @@ func BenchmarkCheck(b *testing.B) {
 					}
 				}
 			})
+			// The process's CPU per Check (client and server; not the wall time, which other
+			// processes on the machine change).
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}
 }

@@ -31,32 +31,45 @@ import (
 )
 
 // Check decides one request an Envoy sidecar holds. It never returns an error: every failure is
-// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through.
+// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through. Once
+// the server serves, a worker decides it (admit.go); one that no worker takes in time is denied.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	w := s.workers.Load()
+	if w == nil {
+		return s.check(ctx, req), nil
+	}
+	if resp, ok := w.run(ctx, req); ok {
+		return resp, nil
+	}
+	return s.overloaded(w, req), nil
+}
+
+// check decides one request.
+func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) *authv3.CheckResponse {
 	attrs := req.GetAttributes()
 	h := attrs.GetRequest().GetHttp()
 	if h == nil {
 		return refuse(nil, &problem{status: http.StatusBadRequest, code: mcphttp.CodeInvalidRequest,
-			msg: "the check request has no HTTP request: configure Lush as the authorization service of Envoy's HTTP ext_authz filter"}), nil
+			msg: "the check request has no HTTP request: configure Lush as the authorization service of Envoy's HTTP ext_authz filter"})
 	}
 	b := s.state.Load()
 	if b == nil {
 		return refuse(nil, &problem{status: http.StatusServiceUnavailable, code: mcphttp.CodeInternalError,
-			msg: "no build is deployed yet, so every request is denied"}), nil
+			msg: "no build is deployed yet, so every request is denied"})
 	}
 	route, p := b.route(attrs.GetContextExtensions(), h.GetPath())
 	if p != nil {
-		return refuse(peekID(h), p), nil
+		return refuse(peekID(h), p)
 	}
 	if route.Kind == mesh.KindGateway {
 		// The Lush gateway behind this route authenticates and decides every message itself.
-		return allowed(nil, nil, nil), nil
+		return allowed(nil, nil, nil)
 	}
 	hdr := headers(h)
 	var msg message
 	if route.Kind == mesh.KindServer || isMCPEndpoint(h.GetPath()) {
 		if msg, p = readMessage(h, hdr); p != nil {
-			return refuse(msg.ID, p), nil
+			return refuse(msg.ID, p)
 		}
 	}
 	// The decision joins the request's trace (Envoy propagates traceparent), so the log event
@@ -68,7 +81,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	defer span.End()
 	caller, p := s.caller(ctx, attrs, hdr)
 	if p != nil {
-		return refuse(msg.ID, p), nil
+		return refuse(msg.ID, p)
 	}
 	var resp *authv3.CheckResponse
 	if route.Kind == mesh.KindAgent {
@@ -82,7 +95,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	md := resp.GetDynamicMetadata().GetFields()
 	span.SetAttributes(attribute.String("lush.decision", md["outcome"].GetStringValue()),
 		attribute.String("lush.decision_id", md["decision_id"].GetStringValue()), attribute.String("lush.principal", caller.ID))
-	return resp, nil
+	return resp
 }
 
 // isMCPEndpoint reports whether path is an agent's MCP endpoint (/agents/<name>/mcp), whose

@@ -162,6 +162,7 @@ type Server struct {
 	health    *health.Server
 	grpc      *grpc.Server
 	state     atomic.Pointer[build]
+	workers   atomic.Pointer[workers] // nil until Serve: Checks are then decided inline
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -266,6 +267,9 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) {
 	s.mu.Lock()
 	s.listeners = append(s.listeners, ln)
+	if s.workers.Load() == nil {
+		s.workers.Store(startWorkers(workerCount(), maxQueueWait, s.check))
+	}
 	s.mu.Unlock()
 	s.serving.Add(1)
 	go func() {
@@ -302,6 +306,9 @@ func (s *Server) Stop(ctx context.Context) {
 		<-done
 	}
 	s.serving.Wait()
+	if w := s.workers.Load(); w != nil {
+		w.close()
+	}
 	if s.cfg.Socket != "" {
 		os.Remove(s.cfg.Socket)
 	}

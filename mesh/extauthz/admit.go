@@ -1,0 +1,123 @@
+package extauthz
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+
+	"github.com/lush-agents/lush/internal/mcphttp"
+)
+
+// Checks are decided by a fixed set of long-lived worker goroutines, not by the goroutine gRPC
+// starts for each request:
+//
+//   - Evaluating a policy over a call's arguments needs a deep stack (OPA's evaluator recurses),
+//     and a new goroutine starts with a small one: growing it, copy by copy, took 25–40% of the
+//     CPU of a Check that misses the decision cache. A worker keeps the stack it grew.
+//   - The workers bound how many Checks are decided at once, so that a burst queues in order
+//     instead of sharing the CPUs among all of its Checks, each slower than the last.
+//   - A Check that finds every worker busy waits for one at most maxQueueWait (or until its
+//     caller gives up): then it is denied at once, 503 with the reason, instead of being decided
+//     after Envoy stopped waiting, or after the decision deadline denied it anyway.
+const (
+	minWorkers   = 16
+	maxQueueWait = 100 * time.Millisecond
+)
+
+// workerCount is how many Checks are decided at once: 8 per CPU, at least minWorkers. A
+// decision waits for its commit to the decision log, so more of them than CPUs are in flight.
+func workerCount() int { return max(minWorkers, 8*runtime.GOMAXPROCS(0)) }
+
+// workers decide Checks: run hands one to an idle worker, or waits for one.
+type workers struct {
+	jobs    chan *job
+	stop    chan struct{}
+	running sync.WaitGroup
+	n       int
+	wait    time.Duration // how long a Check waits for a worker
+	shed    atomic.Int64  // Checks denied because no worker was free in time
+	logged  atomic.Int64  // unix second of the last log line about shedding
+}
+
+// job is one Check handed to a worker.
+type job struct {
+	ctx  context.Context
+	req  *authv3.CheckRequest
+	resp *authv3.CheckResponse
+	done chan struct{}
+}
+
+func startWorkers(n int, wait time.Duration, check func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse) *workers {
+	w := &workers{jobs: make(chan *job), stop: make(chan struct{}), n: n, wait: wait}
+	w.running.Add(n)
+	for range n {
+		go func() {
+			defer w.running.Done()
+			for {
+				select {
+				case j := <-w.jobs:
+					j.resp = check(j.ctx, j.req)
+					close(j.done)
+				case <-w.stop:
+					return
+				}
+			}
+		}()
+	}
+	return w
+}
+
+// close stops the workers once no Check is in flight (after the gRPC server stopped).
+func (w *workers) close() {
+	close(w.stop)
+	w.running.Wait()
+}
+
+var jobPool = sync.Pool{New: func() any { return &job{} }}
+
+// run decides req on a worker. ok is false when no worker took it in time, or ctx ended first,
+// or the workers stop: the caller denies it.
+func (w *workers) run(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, bool) {
+	j := jobPool.Get().(*job)
+	*j = job{ctx: ctx, req: req, done: make(chan struct{})}
+	select {
+	case w.jobs <- j:
+	default:
+		t := time.NewTimer(w.wait)
+		select {
+		case w.jobs <- j:
+			t.Stop()
+		case <-t.C:
+			return nil, false
+		case <-ctx.Done():
+			t.Stop()
+			return nil, false
+		case <-w.stop:
+			t.Stop()
+			return nil, false
+		}
+	}
+	<-j.done
+	resp := j.resp
+	*j = job{}
+	jobPool.Put(j)
+	return resp, true
+}
+
+// overloaded answers a Check that no worker took in time: 503, so that it is denied (fail
+// closed) with the reason, at once.
+func (s *Server) overloaded(w *workers, req *authv3.CheckRequest) *authv3.CheckResponse {
+	n := w.shed.Add(1)
+	if now := time.Now().Unix(); w.logged.Load() != now && w.logged.Swap(now) != now {
+		s.opts.Logger.Warn("ext_authz: every worker is busy, so Checks are denied until one is free",
+			"workers", w.n, "waited", w.wait.String(), "denied_so_far", n)
+	}
+	return refuse(peekID(req.GetAttributes().GetRequest().GetHttp()), &problem{status: http.StatusServiceUnavailable, code: mcphttp.CodeInternalError,
+		msg: fmt.Sprintf("Lush is deciding as many requests as it can (%d at once), and none of them ended in time to decide this one, so it is denied: retry shortly", w.n)})
+}

@@ -1,0 +1,117 @@
+package extauthz
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"google.golang.org/genproto/googleapis/rpc/code"
+)
+
+// busyWorkers are workers whose Checks block until release is closed; entered says when one
+// started.
+func busyWorkers(t *testing.T, n int, wait time.Duration) (w *workers, entered chan struct{}, release chan struct{}) {
+	entered, release = make(chan struct{}, 16), make(chan struct{})
+	w = startWorkers(n, wait, func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse {
+		entered <- struct{}{}
+		<-release
+		return allowed(nil, nil, nil)
+	})
+	t.Cleanup(w.close)
+	return w, entered, release
+}
+
+// TestWorkersShed: when every worker is busy, a Check waits at most the queue's wait, or until
+// its caller gives up, and is then not run; the answer it gets denies, 503, with the reason.
+func TestWorkersShed(t *testing.T) {
+	w, entered, release := busyWorkers(t, 1, time.Millisecond)
+	var wg sync.WaitGroup
+	var first *authv3.CheckResponse
+	wg.Go(func() {
+		var ok bool
+		if first, ok = w.run(context.Background(), &authv3.CheckRequest{}); !ok {
+			t.Error("the first Check found no free worker")
+		}
+	})
+	<-entered // the only worker is busy now
+	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
+		t.Fatal("a Check ran although the only worker was busy past the queue's wait")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, ok := w.run(ctx, &authv3.CheckRequest{}); ok {
+		t.Fatal("a Check whose caller gave up ran")
+	}
+	close(release)
+	wg.Wait()
+	if first.GetOkResponse() == nil {
+		t.Fatalf("the Check the worker ran lost its answer: %v", first)
+	}
+	if len(entered) != 0 {
+		t.Fatalf("%d shed Checks were run", len(entered))
+	}
+
+	s := &Server{opts: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+	req := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+		RawBody: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search"}}`)}}}}
+	resp := s.overloaded(w, req)
+	d := resp.GetDeniedResponse()
+	if resp.GetOkResponse() != nil || d == nil || d.GetStatus().GetCode() != http.StatusServiceUnavailable || resp.GetStatus().GetCode() != int32(code.Code_UNAVAILABLE) {
+		t.Fatalf("a shed Check is not denied with 503 UNAVAILABLE: %v", resp)
+	}
+	var body struct {
+		ID    json.RawMessage `json:"id"`
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal([]byte(d.GetBody()), &body); err != nil || string(body.ID) != "7" || !strings.Contains(body.Error.Message, "deciding as many requests as it can") {
+		t.Fatalf("the denial of a shed Check does not name its request and reason: %s (%v)", d.GetBody(), err)
+	}
+	if w.shed.Load() != 1 {
+		t.Fatalf("shed count %d, want 1", w.shed.Load())
+	}
+}
+
+// TestWorkersStop: once the workers stop, a Check waiting for one is not run, and close waits
+// for the Check a worker is deciding.
+func TestWorkersStop(t *testing.T) {
+	entered, release := make(chan struct{}, 1), make(chan struct{})
+	w := startWorkers(1, time.Hour, func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse {
+		entered <- struct{}{}
+		<-release
+		return allowed(nil, nil, nil)
+	})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if resp, ok := w.run(context.Background(), &authv3.CheckRequest{}); !ok || resp.GetOkResponse() == nil {
+			t.Error("the Check in flight lost its answer")
+		}
+	})
+	<-entered
+	waiting := make(chan bool)
+	go func() {
+		_, ok := w.run(context.Background(), &authv3.CheckRequest{})
+		waiting <- ok
+	}()
+	closed := make(chan struct{})
+	go func() { w.close(); close(closed) }()
+	if <-waiting {
+		t.Fatal("a Check waiting for a worker ran after the workers stopped")
+	}
+	select {
+	case <-closed:
+		t.Fatal("close returned while a worker was deciding")
+	default:
+	}
+	close(release)
+	<-closed
+	wg.Wait()
+}
