@@ -21,18 +21,20 @@ import (
 //     and a new goroutine starts with a small one: growing it, copy by copy, took 25–40% of the
 //     CPU of a Check that misses the decision cache. A worker keeps the stack it grew.
 //   - The workers bound how many Checks are decided at once, so that a burst queues in order
-//     instead of sharing the CPUs among all of its Checks, each slower than the last.
+//     instead of sharing the CPUs among all of its Checks, each slower than the last. The bound
+//     is generous: a decision holds its worker while it waits for its commit to the decision
+//     log, so the workers must cover the commit's latency at the highest rate, not only the CPUs.
 //   - A Check that finds every worker busy waits for one at most maxQueueWait (or until its
 //     caller gives up): then it is denied at once, 503 with the reason, instead of being decided
 //     after Envoy stopped waiting, or after the decision deadline denied it anyway.
 const (
-	minWorkers   = 16
+	minWorkers   = 128
 	maxQueueWait = 100 * time.Millisecond
 )
 
-// workerCount is how many Checks are decided at once: 8 per CPU, at least minWorkers. A
-// decision waits for its commit to the decision log, so more of them than CPUs are in flight.
-func workerCount() int { return max(minWorkers, 8*runtime.GOMAXPROCS(0)) }
+// workerCount is how many Checks are decided at once: 64 per CPU, at least minWorkers (at
+// 2,000 Checks a second, 128 workers are all busy only when a Check takes 64 ms).
+func workerCount() int { return max(minWorkers, 64*runtime.GOMAXPROCS(0)) }
 
 // workers decide Checks: run hands one to an idle worker, or waits for one.
 type workers struct {
