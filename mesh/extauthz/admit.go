@@ -27,9 +27,16 @@ import (
 //   - A Check that finds every worker busy waits for one at most maxQueueWait (or until its
 //     caller gives up): then it is denied at once, 503 with the reason, instead of being decided
 //     after Envoy stopped waiting, or after the decision deadline denied it anyway.
+//   - When Checks take longer than targetLatency on average (the CPUs are short: more Checks
+//     arrive than can be decided, or other processes took the CPUs), fewer are let in at once
+//     (limiter): as many as finish in targetLatency at the rate they finish. The others are
+//     denied at once, so that the ones let in are decided in about targetLatency instead of
+//     all of them waiting ever longer, past the decision deadline (500 ms by default).
 const (
-	minWorkers   = 128
-	maxQueueWait = 100 * time.Millisecond
+	minWorkers    = 128
+	maxQueueWait  = 100 * time.Millisecond
+	targetLatency = 100 * time.Millisecond
+	limitWindow   = 100 * time.Millisecond // how often the limit is set again
 )
 
 // workerCount is how many Checks are decided at once: 64 per CPU, at least minWorkers (at
@@ -44,7 +51,8 @@ type workers struct {
 	n       int
 	wait    time.Duration // how long a Check waits for a worker
 	shed    atomic.Int64  // Checks denied because no worker was free in time
-	logged  atomic.Int64  // unix second of the last log line about shedding
+	limit   *limiter
+	logged  atomic.Int64 // unix second of the last log line about shedding
 }
 
 // job is one Check handed to a worker.
@@ -56,7 +64,8 @@ type job struct {
 }
 
 func startWorkers(n int, wait time.Duration, check func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse) *workers {
-	w := &workers{jobs: make(chan *job), stop: make(chan struct{}), n: n, wait: wait}
+	w := &workers{jobs: make(chan *job), stop: make(chan struct{}), n: n, wait: wait,
+		limit: newLimiter(max(4, runtime.GOMAXPROCS(0)), n, targetLatency, time.Now())}
 	w.running.Add(n)
 	for range n {
 		go func() {
@@ -64,7 +73,9 @@ func startWorkers(n int, wait time.Duration, check func(context.Context, *authv3
 			for {
 				select {
 				case j := <-w.jobs:
+					start := time.Now()
 					j.resp = check(j.ctx, j.req)
+					w.limit.done(time.Now(), time.Since(start))
 					close(j.done)
 				case <-w.stop:
 					return
@@ -81,11 +92,69 @@ func (w *workers) close() {
 	w.running.Wait()
 }
 
+// limiter bounds the Checks let in at once: up to its maximum while they are decided within
+// its target latency on average; when they take longer, to as many as finish within the target
+// at the rate they finish (at least its minimum), doubled again each window in which they are
+// fast again.
+type limiter struct {
+	inflight atomic.Int64
+	limit    atomic.Int64
+	min, max int
+	target   time.Duration
+
+	mu    sync.Mutex
+	start time.Time     // of the window
+	n     int           // Checks finished in the window
+	took  time.Duration // their time, together
+}
+
+func newLimiter(min, max int, target time.Duration, now time.Time) *limiter {
+	l := &limiter{min: min, max: max, target: target, start: now}
+	l.limit.Store(int64(max))
+	return l
+}
+
+// admit lets one more Check in, unless as many as the limit are in already.
+func (l *limiter) admit() bool {
+	if l.inflight.Add(1) > l.limit.Load() {
+		l.inflight.Add(-1)
+		return false
+	}
+	return true
+}
+
+// cancel gives back an admission whose Check was not decided.
+func (l *limiter) cancel() { l.inflight.Add(-1) }
+
+// done records a Check decided in took, at now; the window's end sets the limit again.
+func (l *limiter) done(now time.Time, took time.Duration) {
+	l.inflight.Add(-1)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	l.took += took
+	elapsed := now.Sub(l.start)
+	if elapsed < limitWindow {
+		return
+	}
+	limit := int(l.limit.Load())
+	if l.took/time.Duration(l.n) > l.target {
+		limit = min(limit, int(float64(l.n)/elapsed.Seconds()*l.target.Seconds()))
+	} else {
+		limit *= 2
+	}
+	l.limit.Store(int64(min(l.max, max(l.min, limit))))
+	l.start, l.n, l.took = now, 0, 0
+}
+
 var jobPool = sync.Pool{New: func() any { return &job{} }}
 
 // run decides req on a worker. ok is false when no worker took it in time, or ctx ended first,
 // or the workers stop: the caller denies it.
 func (w *workers) run(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, bool) {
+	if !w.limit.admit() {
+		return nil, false
+	}
 	j := jobPool.Get().(*job)
 	*j = job{ctx: ctx, req: req, done: make(chan struct{})}
 	select {
@@ -96,12 +165,15 @@ func (w *workers) run(ctx context.Context, req *authv3.CheckRequest) (*authv3.Ch
 		case w.jobs <- j:
 			t.Stop()
 		case <-t.C:
+			w.limit.cancel()
 			return nil, false
 		case <-ctx.Done():
 			t.Stop()
+			w.limit.cancel()
 			return nil, false
 		case <-w.stop:
 			t.Stop()
+			w.limit.cancel()
 			return nil, false
 		}
 	}
@@ -117,9 +189,9 @@ func (w *workers) run(ctx context.Context, req *authv3.CheckRequest) (*authv3.Ch
 func (s *Server) overloaded(w *workers, req *authv3.CheckRequest) *authv3.CheckResponse {
 	n := w.shed.Add(1)
 	if now := time.Now().Unix(); w.logged.Load() != now && w.logged.Swap(now) != now {
-		s.opts.Logger.Warn("ext_authz: every worker is busy, so Checks are denied until one is free",
-			"workers", w.n, "waited", w.wait.String(), "denied_so_far", n)
+		s.opts.Logger.Warn("ext_authz: overloaded, so Checks are denied until they are decided in time again",
+			"workers", w.n, "let_in_at_once", w.limit.limit.Load(), "target_latency", targetLatency.String(), "denied_so_far", n)
 	}
 	return refuse(peekID(req.GetAttributes().GetRequest().GetHttp()), &problem{status: http.StatusServiceUnavailable, code: mcphttp.CodeInternalError,
-		msg: fmt.Sprintf("Lush is deciding as many requests as it can (%d at once), and none of them ended in time to decide this one, so it is denied: retry shortly", w.n)})
+		msg: fmt.Sprintf("Lush is deciding as many requests as it can (%d at once now), and could not take this one in time, so it is denied: retry shortly", w.limit.limit.Load())})
 }

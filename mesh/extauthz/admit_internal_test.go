@@ -42,6 +42,10 @@ func TestWorkersShed(t *testing.T) {
 	})
 	<-entered // the only worker is busy now
 	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
+		t.Fatal("a Check was let in beyond the limit")
+	}
+	w.limit.limit.Store(3) // let them in: they wait for the one worker
+	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
 		t.Fatal("a Check ran although the only worker was busy past the queue's wait")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -77,6 +81,63 @@ func TestWorkersShed(t *testing.T) {
 	}
 	if w.shed.Load() != 1 {
 		t.Fatalf("shed count %d, want 1", w.shed.Load())
+	}
+	if n := w.limit.inflight.Load(); n != 0 {
+		t.Fatalf("%d Checks still counted in flight after all ended", n)
+	}
+}
+
+// TestLimiter: the limit stays at its maximum while Checks are decided within the target, falls
+// to what finishes within the target at the rate they finish when they are slower, never below
+// its minimum, and doubles back once they are fast again.
+func TestLimiter(t *testing.T) {
+	now := time.Unix(0, 0)
+	l := newLimiter(4, 128, 100*time.Millisecond, now)
+	window := func(n int, took time.Duration) {
+		for i := range n {
+			if !l.admit() {
+				t.Fatalf("Check %d of the window not let in at limit %d", i, l.limit.Load())
+			}
+		}
+		for i := range n {
+			l.done(now.Add(time.Duration(i+1)*limitWindow/time.Duration(n)), took)
+		}
+		now = now.Add(limitWindow)
+	}
+	window(100, time.Millisecond)
+	if got := l.limit.Load(); got != 128 {
+		t.Fatalf("fast Checks: limit %d, want 128", got)
+	}
+	window(50, 400*time.Millisecond) // 500 a second finish, each in 400 ms: 50 finish in 100 ms
+	if got := l.limit.Load(); got != 50 {
+		t.Fatalf("slow Checks at 500/s: limit %d, want 50", got)
+	}
+	for range 50 {
+		l.admit()
+	}
+	if l.admit() {
+		t.Fatal("a Check let in beyond the limit")
+	}
+	for range 50 {
+		l.cancel()
+	}
+	window(2, time.Second) // 20 a second: 2 within the target, below the minimum
+	if got := l.limit.Load(); got != 4 {
+		t.Fatalf("very slow Checks: limit %d, want the minimum 4", got)
+	}
+	window(4, time.Millisecond)
+	window(8, time.Millisecond)
+	if got := l.limit.Load(); got != 16 {
+		t.Fatalf("fast again for two windows: limit %d, want 16", got)
+	}
+	for range 5 {
+		window(8, time.Millisecond)
+	}
+	if got := l.limit.Load(); got != 128 {
+		t.Fatalf("fast again: limit %d, want the maximum 128", got)
+	}
+	if n := l.inflight.Load(); n != 0 {
+		t.Fatalf("%d in flight after every Check ended", n)
 	}
 }
 
