@@ -12,7 +12,7 @@
 //
 // Answers: allowed requests continue with the decision id and the upstream's credential (from
 // the credentials broker) added; denied ones get a JSON-RPC error with 401 (identity), 403
-// (policy) or 503 (the policy could not be evaluated); stubbed writes are answered at the sidecar
+// (policy) or 503 (the policy could not be evaluated, or Lush is overloaded: admit.go); stubbed writes are answered at the sidecar
 // with a JSON-RPC success that marks the stub, so the upstream never sees them.
 package extauthz
 
