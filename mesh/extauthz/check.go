@@ -269,21 +269,23 @@ func (s *Server) checkAgent(ctx context.Context, route mesh.Route, msg message, 
 // credentials and identity headers (the server gets the credential Lush looked up instead).
 func (s *Server) stripped(set map[string]string) []string {
 	ph, gh := s.opts.Auth.ProxyHeaders()
-	var out []string
-	for _, name := range []string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
-		if !slices.ContainsFunc(keys(set), func(k string) bool { return strings.EqualFold(k, name) }) {
+	out := make([]string, 0, 4)
+	for _, name := range [...]string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
+		if !setsHeader(set, name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// setsHeader reports whether set has a header named name, in any case.
+func setsHeader(set map[string]string, name string) bool {
+	for k := range set {
+		if strings.EqualFold(k, name) {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
 func input(c identity.Caller, agent string, chain []string) authz.Input {
