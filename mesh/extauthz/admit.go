@@ -65,7 +65,7 @@ type job struct {
 
 func startWorkers(n int, wait time.Duration, check func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse) *workers {
 	w := &workers{jobs: make(chan *job), stop: make(chan struct{}), n: n, wait: wait,
-		limit: newLimiter(max(4, runtime.GOMAXPROCS(0)), n, targetLatency, time.Now())}
+		limit: newLimiter(max(4, runtime.GOMAXPROCS(0)), n, targetLatency)}
 	w.running.Add(n)
 	for range n {
 		go func() {
@@ -95,7 +95,10 @@ func (w *workers) close() {
 // limiter bounds the Checks let in at once: up to its maximum while they are decided within
 // its target latency on average; when they take longer, to as many as finish within the target
 // at the rate they finish (at least its minimum), doubled again each window in which they are
-// fast again.
+// fast again. A window is at least limitWindow long and holds at least limitSamples Checks; the
+// rate is measured from its first Check's end to its last's, and a pause of more than
+// limitWindow without a Check ending starts a new window, so that idle time does not count as
+// slowness.
 type limiter struct {
 	inflight atomic.Int64
 	limit    atomic.Int64
@@ -103,13 +106,17 @@ type limiter struct {
 	target   time.Duration
 
 	mu    sync.Mutex
-	start time.Time     // of the window
-	n     int           // Checks finished in the window
+	first time.Time     // when the window's first Check ended
+	last  time.Time     // when the last Check ended
+	n     int           // Checks ended in the window
 	took  time.Duration // their time, together
 }
 
-func newLimiter(min, max int, target time.Duration, now time.Time) *limiter {
-	l := &limiter{min: min, max: max, target: target, start: now}
+// limitSamples is the fewest Checks a window judges by.
+const limitSamples = 8
+
+func newLimiter(min, max int, target time.Duration) *limiter {
+	l := &limiter{min: min, max: max, target: target}
 	l.limit.Store(int64(max))
 	return l
 }
@@ -126,25 +133,30 @@ func (l *limiter) admit() bool {
 // cancel gives back an admission whose Check was not decided.
 func (l *limiter) cancel() { l.inflight.Add(-1) }
 
-// done records a Check decided in took, at now; the window's end sets the limit again.
+// done records a Check decided in took, ending at now; the window's end sets the limit again.
 func (l *limiter) done(now time.Time, took time.Duration) {
 	l.inflight.Add(-1)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.n == 0 || now.Sub(l.last) > limitWindow {
+		// A new window; after a pause without Checks ending, one that leaves the pause out.
+		l.first, l.n, l.took = now, 0, 0
+	}
+	l.last = now
 	l.n++
 	l.took += took
-	elapsed := now.Sub(l.start)
-	if elapsed < limitWindow {
+	elapsed := now.Sub(l.first)
+	if elapsed < limitWindow || l.n < limitSamples {
 		return
 	}
 	limit := int(l.limit.Load())
 	if l.took/time.Duration(l.n) > l.target {
-		limit = min(limit, int(float64(l.n)/elapsed.Seconds()*l.target.Seconds()))
+		limit = min(limit, int(float64(l.n-1)/elapsed.Seconds()*l.target.Seconds()+0.5))
 	} else {
 		limit *= 2
 	}
 	l.limit.Store(int64(min(l.max, max(l.min, limit))))
-	l.start, l.n, l.took = now, 0, 0
+	l.n, l.took = 0, 0
 }
 
 var jobPool = sync.Pool{New: func() any { return &job{} }}

@@ -31,7 +31,7 @@ func busyWorkers(t *testing.T, n int, wait time.Duration) (w *workers, entered c
 // TestWorkersShed: when every worker is busy, a Check waits at most the queue's wait, or until
 // its caller gives up, and is then not run; the answer it gets denies, 503, with the reason.
 func TestWorkersShed(t *testing.T) {
-	w, entered, release := busyWorkers(t, 1, time.Millisecond)
+	w, entered, release := busyWorkers(t, 1, time.Hour) // the first Check waits for the worker to start
 	var wg sync.WaitGroup
 	var first *authv3.CheckResponse
 	wg.Go(func() {
@@ -41,6 +41,7 @@ func TestWorkersShed(t *testing.T) {
 		}
 	})
 	<-entered // the only worker is busy now
+	w.wait = time.Millisecond
 	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
 		t.Fatal("a Check was let in beyond the limit")
 	}
@@ -89,26 +90,34 @@ func TestWorkersShed(t *testing.T) {
 
 // TestLimiter: the limit stays at its maximum while Checks are decided within the target, falls
 // to what finishes within the target at the rate they finish when they are slower, never below
-// its minimum, and doubles back once they are fast again.
+// its minimum, and doubles back once they are fast again. Idle time before a window, and
+// windows of too few Checks, do not lower it.
 func TestLimiter(t *testing.T) {
 	now := time.Unix(0, 0)
-	l := newLimiter(4, 128, 100*time.Millisecond, now)
-	window := func(n int, took time.Duration) {
+	l := newLimiter(4, 128, 100*time.Millisecond)
+	// window: n Checks that each took took end evenly over span, the first at its start.
+	windowOver := func(n int, took, span time.Duration) {
+		step := (span + time.Duration(n-2)) / time.Duration(n-1) // rounded up: the last ends at span or after
 		for i := range n {
 			if !l.admit() {
 				t.Fatalf("Check %d of the window not let in at limit %d", i, l.limit.Load())
 			}
+			l.done(now.Add(time.Duration(i)*step), took)
 		}
-		for i := range n {
-			l.done(now.Add(time.Duration(i+1)*limitWindow/time.Duration(n)), took)
-		}
-		now = now.Add(limitWindow)
+		now = now.Add(span + time.Millisecond)
 	}
+	window := func(n int, took time.Duration) { windowOver(n, took, limitWindow) }
 	window(100, time.Millisecond)
 	if got := l.limit.Load(); got != 128 {
 		t.Fatalf("fast Checks: limit %d, want 128", got)
 	}
-	window(50, 400*time.Millisecond) // 500 a second finish, each in 400 ms: 50 finish in 100 ms
+	now = now.Add(time.Hour)            // idle
+	window(limitSamples-1, time.Minute) // too few to judge by: they end no window
+	now = now.Add(time.Hour)
+	if got := l.limit.Load(); got != 128 {
+		t.Fatalf("after idle and a few slow Checks: limit %d, want 128", got)
+	}
+	window(51, 400*time.Millisecond) // 500 a second end, each after 400 ms: 50 end in 100 ms
 	if got := l.limit.Load(); got != 50 {
 		t.Fatalf("slow Checks at 500/s: limit %d, want 50", got)
 	}
@@ -121,17 +130,21 @@ func TestLimiter(t *testing.T) {
 	for range 50 {
 		l.cancel()
 	}
-	window(2, time.Second) // 20 a second: 2 within the target, below the minimum
+	window(limitSamples, time.Second) // 70 a second: 7 within the target
+	if got := l.limit.Load(); got != 7 {
+		t.Fatalf("very slow Checks: limit %d, want 7", got)
+	}
+	windowOver(limitSamples, 3*time.Second, 350*time.Millisecond) // 20 a second: 2 within the target
 	if got := l.limit.Load(); got != 4 {
 		t.Fatalf("very slow Checks: limit %d, want the minimum 4", got)
 	}
-	window(4, time.Millisecond)
-	window(8, time.Millisecond)
+	window(limitSamples, time.Millisecond)
+	window(limitSamples, time.Millisecond)
 	if got := l.limit.Load(); got != 16 {
 		t.Fatalf("fast again for two windows: limit %d, want 16", got)
 	}
 	for range 5 {
-		window(8, time.Millisecond)
+		window(limitSamples, time.Millisecond)
 	}
 	if got := l.limit.Load(); got != 128 {
 		t.Fatalf("fast again: limit %d, want the maximum 128", got)
@@ -139,40 +152,4 @@ func TestLimiter(t *testing.T) {
 	if n := l.inflight.Load(); n != 0 {
 		t.Fatalf("%d in flight after every Check ended", n)
 	}
-}
-
-// TestWorkersStop: once the workers stop, a Check waiting for one is not run, and close waits
-// for the Check a worker is deciding.
-func TestWorkersStop(t *testing.T) {
-	entered, release := make(chan struct{}, 1), make(chan struct{})
-	w := startWorkers(1, time.Hour, func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse {
-		entered <- struct{}{}
-		<-release
-		return allowed(nil, nil, nil)
-	})
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if resp, ok := w.run(context.Background(), &authv3.CheckRequest{}); !ok || resp.GetOkResponse() == nil {
-			t.Error("the Check in flight lost its answer")
-		}
-	})
-	<-entered
-	waiting := make(chan bool)
-	go func() {
-		_, ok := w.run(context.Background(), &authv3.CheckRequest{})
-		waiting <- ok
-	}()
-	closed := make(chan struct{})
-	go func() { w.close(); close(closed) }()
-	if <-waiting {
-		t.Fatal("a Check waiting for a worker ran after the workers stopped")
-	}
-	select {
-	case <-closed:
-		t.Fatal("close returned while a worker was deciding")
-	default:
-	}
-	close(release)
-	<-closed
-	wg.Wait()
 }
