@@ -33,15 +33,16 @@ import (
 //     denied at once, so that the ones let in are decided in about targetLatency instead of
 //     all of them waiting ever longer, past the decision deadline (500 ms by default).
 const (
-	minWorkers    = 128
-	maxQueueWait  = 100 * time.Millisecond
-	targetLatency = 100 * time.Millisecond
+	minWorkers    = 256
+	maxQueueWait  = 250 * time.Millisecond
+	targetLatency = 250 * time.Millisecond
 	limitWindow   = 100 * time.Millisecond // how often the limit is set again
 )
 
-// workerCount is how many Checks are decided at once: 64 per CPU, at least minWorkers (at
-// 2,000 Checks a second, 128 workers are all busy only when a Check takes 64 ms).
-func workerCount() int { return max(minWorkers, 64*runtime.GOMAXPROCS(0)) }
+// workerCount is how many Checks are decided at once, at most: 128 per CPU, at least minWorkers
+// (at 2,000 Checks a second, 256 workers are all busy only when a Check takes 128 ms). Below
+// it, the limiter decides how many are let in.
+func workerCount() int { return max(minWorkers, 128*runtime.GOMAXPROCS(0)) }
 
 // workers decide Checks: run hands one to an idle worker, or waits for one.
 type workers struct {
