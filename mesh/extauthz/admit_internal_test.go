@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,61 +14,23 @@ import (
 	"google.golang.org/genproto/googleapis/rpc/code"
 )
 
-// busyWorkers are workers whose Checks block until release is closed; entered says when one
-// started.
-func busyWorkers(t *testing.T, n int, wait time.Duration) (w *workers, entered chan struct{}, release chan struct{}) {
-	entered, release = make(chan struct{}, 16), make(chan struct{})
-	w = startWorkers(n, wait, func(context.Context, *authv3.CheckRequest) *authv3.CheckResponse {
-		entered <- struct{}{}
-		<-release
-		return allowed(nil, nil, nil)
-	})
-	t.Cleanup(w.close)
-	return w, entered, release
-}
-
-// TestWorkersShed: when every worker is busy, a Check waits at most the queue's wait, or until
-// its caller gives up, and is then not run; the answer it gets denies, 503, with the reason.
-func TestWorkersShed(t *testing.T) {
-	w, entered, release := busyWorkers(t, 1, time.Hour) // the first Check waits for the worker to start
-	var wg sync.WaitGroup
-	var first *authv3.CheckResponse
-	wg.Go(func() {
-		var ok bool
-		if first, ok = w.run(context.Background(), &authv3.CheckRequest{}); !ok {
-			t.Error("the first Check found no free worker")
-		}
-	})
-	<-entered // the only worker is busy now
-	w.wait = time.Millisecond
-	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
-		t.Fatal("a Check was let in beyond the limit")
-	}
-	w.limit.limit.Store(3) // let them in: they wait for the one worker
-	if _, ok := w.run(context.Background(), &authv3.CheckRequest{}); ok {
-		t.Fatal("a Check ran although the only worker was busy past the queue's wait")
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, ok := w.run(ctx, &authv3.CheckRequest{}); ok {
-		t.Fatal("a Check whose caller gave up ran")
-	}
-	close(release)
-	wg.Wait()
-	if first.GetOkResponse() == nil {
-		t.Fatalf("the Check the worker ran lost its answer: %v", first)
-	}
-	if len(entered) != 0 {
-		t.Fatalf("%d shed Checks were run", len(entered))
-	}
-
-	s := &Server{opts: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}}
+// TestOverloaded: a Check the limiter does not let in is not decided: it is denied at once, 503
+// UNAVAILABLE, with its JSON-RPC id and the reason; once a Check ends, the next is let in.
+func TestOverloaded(t *testing.T) {
+	s := &Server{opts: Options{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}, admission: newAdmission()}
+	s.admission.limit.Store(2)
+	s.admission.admit()
+	s.admission.admit() // two Checks in flight: as many as the limit
 	req := &authv3.CheckRequest{Attributes: &authv3.AttributeContext{Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
+		Method: "POST", Path: "/agents/assistant/tools/notes/mcp",
 		RawBody: []byte(`{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search"}}`)}}}}
-	resp := s.overloaded(w, req)
+	resp, err := s.Check(context.Background(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
 	d := resp.GetDeniedResponse()
 	if resp.GetOkResponse() != nil || d == nil || d.GetStatus().GetCode() != http.StatusServiceUnavailable || resp.GetStatus().GetCode() != int32(code.Code_UNAVAILABLE) {
-		t.Fatalf("a shed Check is not denied with 503 UNAVAILABLE: %v", resp)
+		t.Fatalf("a Check over the limit is not denied with 503 UNAVAILABLE: %v", resp)
 	}
 	var body struct {
 		ID    json.RawMessage `json:"id"`
@@ -77,14 +38,19 @@ func TestWorkersShed(t *testing.T) {
 			Message string `json:"message"`
 		} `json:"error"`
 	}
-	if err := json.Unmarshal([]byte(d.GetBody()), &body); err != nil || string(body.ID) != "7" || !strings.Contains(body.Error.Message, "deciding as many requests as it can") {
-		t.Fatalf("the denial of a shed Check does not name its request and reason: %s (%v)", d.GetBody(), err)
+	if err := json.Unmarshal([]byte(d.GetBody()), &body); err != nil || string(body.ID) != "7" || !strings.Contains(body.Error.Message, "deciding as many requests as it can (2 at once now)") {
+		t.Fatalf("the denial of a Check over the limit does not name its request and reason: %s (%v)", d.GetBody(), err)
 	}
-	if w.shed.Load() != 1 {
-		t.Fatalf("shed count %d, want 1", w.shed.Load())
+	if n := s.admission.shed.Load(); n != 1 {
+		t.Fatalf("shed count %d, want 1", n)
 	}
-	if n := w.limit.inflight.Load(); n != 0 {
-		t.Fatalf("%d Checks still counted in flight after all ended", n)
+	s.admission.done(time.Now(), time.Millisecond) // one ends: the next is let in, and decided
+	resp, _ = s.Check(context.Background(), req)
+	if !strings.Contains(resp.GetDeniedResponse().GetBody(), "no build is deployed") {
+		t.Fatalf("a Check under the limit was not decided: %v", resp)
+	}
+	if n := s.admission.inflight.Load(); n != 1 {
+		t.Fatalf("%d Checks counted in flight, want the 1 that did not end", n)
 	}
 }
 

@@ -14,17 +14,18 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// TestWorkersDecideAsInline is the differential test of the workers (admit.go): every captured
-// Check, and random and adversarial variants of them (paths, methods, bodies, arguments, MCP
-// headers, credentials), sent over gRPC (so decided by a worker, several at once), get the
-// answer the same request gets decided on the calling goroutine, decision ids aside.
-func TestWorkersDecideAsInline(t *testing.T) {
+// TestCheckDecidesAsInline is the differential test of the stream workers and the admission
+// (admit.go): every captured Check, and random and adversarial variants of them (paths,
+// methods, bodies, arguments, MCP headers, credentials), sent over gRPC (so decided by a
+// worker, several at once, through the admission), get the answer the same request gets
+// decided directly, decision ids aside.
+func TestCheckDecidesAsInline(t *testing.T) {
 	h := start(t, harnessOpts{policies: map[string]string{"paths.rego": argPolicy}})
 	seed := rand.Uint64()
 	t.Logf("seed %d", seed)
 	reqs := differentialChecks(t, rand.New(rand.NewPCG(seed, 21)), 400)
 	got := make([]*authv3.CheckResponse, len(reqs))
-	// At most 4 at once: the least the workers ever let in at once (however slow a loaded
+	// At most 4 at once: the least the admission ever lets in at once (however slow a loaded
 	// machine makes the Checks), so none is shed and every answer is a decision.
 	sem := make(chan struct{}, 4)
 	var wg sync.WaitGroup
@@ -44,7 +45,7 @@ func TestWorkersDecideAsInline(t *testing.T) {
 	for i, r := range reqs {
 		want := h.srv.CheckInline(context.Background(), r)
 		if g, w := normalize(t, got[i]), normalize(t, want); g != w {
-			t.Errorf("Check %d (%s %s %q): a worker answered\n%s\nthe calling goroutine\n%s", i, r.Attributes.Request.Http.Method,
+			t.Errorf("Check %d (%s %s %q): over gRPC\n%s\ndirectly\n%s", i, r.Attributes.Request.Http.Method,
 				r.Attributes.Request.Http.Path, r.Attributes.Request.Http.RawBody, g, w)
 		}
 		if want.GetOkResponse() != nil {

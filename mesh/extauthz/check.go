@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,17 +32,16 @@ import (
 )
 
 // Check decides one request an Envoy sidecar holds. It never returns an error: every failure is
-// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through. Once
-// the server serves, a worker decides it (admit.go); one that no worker takes in time is denied.
+// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through. A
+// Check the admission does not let in (too many in flight: admit.go) is denied at once.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
-	w := s.workers.Load()
-	if w == nil {
-		return s.check(ctx, req), nil
+	a := s.admission
+	if !a.admit() {
+		return s.overloaded(req), nil
 	}
-	if resp, ok := w.run(ctx, req); ok {
-		return resp, nil
-	}
-	return s.overloaded(w, req), nil
+	start := time.Now()
+	defer func() { a.done(time.Now(), time.Since(start)) }()
+	return s.check(ctx, req), nil
 }
 
 // check decides one request.

@@ -162,7 +162,7 @@ type Server struct {
 	health    *health.Server
 	grpc      *grpc.Server
 	state     atomic.Pointer[build]
-	workers   atomic.Pointer[workers] // nil until Serve: Checks are then decided inline
+	admission *admission
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -194,7 +194,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz")}
+	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz"), admission: newAdmission()}
 	s.enforcer = opts.Policy.Enforcer(Point)
 	if opts.Approvals != nil {
 		s.approvals = &approval.Waiter{Store: opts.Approvals, Config: opts.ApprovalConfig.WithDefaults(),
@@ -212,6 +212,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		gopts = append(gopts, grpc.Creds(creds))
 	}
+	// Long-lived goroutines decide Checks, as many as the admission lets in (admit.go).
+	gopts = append(gopts, grpc.NumStreamWorkers(uint32(workerCount())))
 	s.grpc = grpc.NewServer(gopts...)
 	authv3.RegisterAuthorizationServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
@@ -267,9 +269,6 @@ func (s *Server) Start() error {
 func (s *Server) Serve(ln net.Listener) {
 	s.mu.Lock()
 	s.listeners = append(s.listeners, ln)
-	if s.workers.Load() == nil {
-		s.workers.Store(startWorkers(workerCount(), maxQueueWait, s.check))
-	}
 	s.mu.Unlock()
 	s.serving.Add(1)
 	go func() {
@@ -306,9 +305,6 @@ func (s *Server) Stop(ctx context.Context) {
 		<-done
 	}
 	s.serving.Wait()
-	if w := s.workers.Load(); w != nil {
-		w.close()
-	}
 	if s.cfg.Socket != "" {
 		os.Remove(s.cfg.Socket)
 	}
