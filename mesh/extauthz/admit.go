@@ -13,14 +13,17 @@ import (
 	"github.com/lush-agents/lush/internal/mcphttp"
 )
 
-// Checks are decided by gRPC's stream workers (grpc.NumStreamWorkers), a fixed set of long-lived
-// goroutines, not by a goroutine started for each request, and a limiter bounds how many are
-// decided at once:
+// Checks are decided by gRPC's stream workers (grpc.NumStreamWorkers), a few long-lived
+// goroutines, rather than by a goroutine started for each request, and a limiter bounds how many
+// are decided at once:
 //
 //   - Evaluating a policy over a call's arguments needs a deep stack (OPA's evaluator recurses),
 //     and a new goroutine starts with a small one: growing it, copy by copy, took 25–40% of the
-//     CPU of a Check that misses the decision cache. A worker keeps the stack it grew.
-//   - At most workerCount Checks are decided at once. The bound is generous: a decision waits
+//     CPU of a Check that misses the decision cache. A worker keeps the stack it grew. The
+//     workers are few (streamWorkers): they take Checks in turn, and one that waits for its
+//     turn through a garbage collection has its stack shrunk, to grow it again. When every
+//     worker is busy, gRPC starts a goroutine for the Check, as without workers.
+//   - At most maxInFlight Checks are decided at once. The bound is generous: a decision waits
 //     for its commit to the decision log, so the bound must cover the commit's latency at the
 //     highest rate, not only the CPUs.
 //   - When Checks take longer than targetLatency on average (the CPUs are short: more Checks
@@ -30,15 +33,19 @@ import (
 //     about targetLatency instead of all of them waiting ever longer, past the decision
 //     deadline (500 ms by default) and the sidecar's timeout, with their CPU spent for nothing.
 const (
-	minWorkers    = 256
+	minInFlight   = 256
 	targetLatency = 250 * time.Millisecond
 	limitWindow   = 100 * time.Millisecond // how often the limit is set again
 )
 
-// workerCount is how many Checks are decided at once, at most: 128 per CPU, at least minWorkers
-// (at 2,000 Checks a second, 256 are in flight only when a Check takes 128 ms). Below it, the
-// limiter decides how many are let in.
-func workerCount() int { return max(minWorkers, 128*runtime.GOMAXPROCS(0)) }
+// maxInFlight is how many Checks are decided at once, at most: 128 per CPU, at least
+// minInFlight (at 2,000 Checks a second, 256 are in flight only when a Check takes 128 ms).
+// Below it, the limiter decides how many are let in.
+func maxInFlight() int { return max(minInFlight, 128*runtime.GOMAXPROCS(0)) }
+
+// streamWorkers is how many gRPC stream workers there are: 8 per CPU (a Check in flight waits for
+// its decision log commit part of the time, so a few more than the CPUs are busy at once).
+func streamWorkers() int { return 8 * runtime.GOMAXPROCS(0) }
 
 // admission is the limiter of a Server's Checks, and what it denied.
 type admission struct {
@@ -48,7 +55,7 @@ type admission struct {
 }
 
 func newAdmission() *admission {
-	return &admission{limiter: newLimiter(max(4, runtime.GOMAXPROCS(0)), workerCount(), targetLatency)}
+	return &admission{limiter: newLimiter(max(4, runtime.GOMAXPROCS(0)), maxInFlight(), targetLatency)}
 }
 
 // limiter bounds the Checks let in at once: up to its maximum while they are decided within

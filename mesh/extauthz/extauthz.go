@@ -213,7 +213,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 		gopts = append(gopts, grpc.Creds(creds))
 	}
 	// Long-lived goroutines decide Checks, as many as the admission lets in (admit.go).
-	gopts = append(gopts, grpc.NumStreamWorkers(uint32(workerCount())))
+	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	s.grpc = grpc.NewServer(gopts...)
 	authv3.RegisterAuthorizationServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)
