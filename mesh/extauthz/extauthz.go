@@ -163,6 +163,7 @@ type Server struct {
 	grpc      *grpc.Server
 	state     atomic.Pointer[build]
 	admission *admission
+	evaluated atomic.Pointer[evaluatedEngine] // evaluatesCalls' answer for the deployed engine
 
 	mu        sync.Mutex
 	listeners []net.Listener
