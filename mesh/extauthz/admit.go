@@ -22,7 +22,8 @@ import (
 //     CPU of a Check that misses the decision cache. A worker keeps the stack it grew. The
 //     workers are few (streamWorkers): they take Checks in turn, and one that waits for its
 //     turn through a garbage collection has its stack shrunk, to grow it again. When every
-//     worker is busy, gRPC starts a goroutine for the Check, as without workers.
+//     worker is busy, gRPC starts a goroutine for the Check, as without workers, and
+//     reserveStack (grow.go) grows its stack in one step before the policy is evaluated.
 //   - At most maxInFlight Checks are decided at once. The bound is generous: a decision waits
 //     for its commit to the decision log, so the bound must cover the commit's latency at the
 //     highest rate, not only the CPUs.
