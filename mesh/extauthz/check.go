@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"time"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,32 +32,44 @@ import (
 )
 
 // Check decides one request an Envoy sidecar holds. It never returns an error: every failure is
-// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through.
+// an answer that denies, so that Envoy's failure_mode_allow cannot let a request through. A
+// Check the admission does not let in (too many in flight: admit.go) is denied at once.
 func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.CheckResponse, error) {
+	a := s.admission
+	if !a.admit() {
+		return s.overloaded(req), nil
+	}
+	start := time.Now()
+	defer func() { a.done(time.Now(), time.Since(start)) }()
+	return s.check(ctx, req), nil
+}
+
+// check decides one request.
+func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) *authv3.CheckResponse {
 	attrs := req.GetAttributes()
 	h := attrs.GetRequest().GetHttp()
 	if h == nil {
 		return refuse(nil, &problem{status: http.StatusBadRequest, code: mcphttp.CodeInvalidRequest,
-			msg: "the check request has no HTTP request: configure Lush as the authorization service of Envoy's HTTP ext_authz filter"}), nil
+			msg: "the check request has no HTTP request: configure Lush as the authorization service of Envoy's HTTP ext_authz filter"})
 	}
 	b := s.state.Load()
 	if b == nil {
 		return refuse(nil, &problem{status: http.StatusServiceUnavailable, code: mcphttp.CodeInternalError,
-			msg: "no build is deployed yet, so every request is denied"}), nil
+			msg: "no build is deployed yet, so every request is denied"})
 	}
 	route, p := b.route(attrs.GetContextExtensions(), h.GetPath())
 	if p != nil {
-		return refuse(peekID(h), p), nil
+		return refuse(peekID(h), p)
 	}
 	if route.Kind == mesh.KindGateway {
 		// The Lush gateway behind this route authenticates and decides every message itself.
-		return allowed(nil, nil, nil), nil
+		return allowed(nil, nil, nil)
 	}
 	hdr := headers(h)
 	var msg message
 	if route.Kind == mesh.KindServer || isMCPEndpoint(h.GetPath()) {
 		if msg, p = readMessage(h, hdr); p != nil {
-			return refuse(msg.ID, p), nil
+			return refuse(msg.ID, p)
 		}
 	}
 	// The decision joins the request's trace (Envoy propagates traceparent), so the log event
@@ -68,7 +81,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	defer span.End()
 	caller, p := s.caller(ctx, attrs, hdr)
 	if p != nil {
-		return refuse(msg.ID, p), nil
+		return refuse(msg.ID, p)
 	}
 	var resp *authv3.CheckResponse
 	if route.Kind == mesh.KindAgent {
@@ -82,7 +95,7 @@ func (s *Server) Check(ctx context.Context, req *authv3.CheckRequest) (*authv3.C
 	md := resp.GetDynamicMetadata().GetFields()
 	span.SetAttributes(attribute.String("lush.decision", md["outcome"].GetStringValue()),
 		attribute.String("lush.decision_id", md["decision_id"].GetStringValue()), attribute.String("lush.principal", caller.ID))
-	return resp, nil
+	return resp
 }
 
 // isMCPEndpoint reports whether path is an agent's MCP endpoint (/agents/<name>/mcp), whose
@@ -200,6 +213,9 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 			return &decisionlog.CredentialUse{Type: cred.Type, Obtained: cred.Provenance(), Source: cred.Source, Act: cred.Act}
 		}))
 	}
+	if in.Arguments != nil && s.evaluatesCalls() {
+		reserveStack() // the policy evaluation below recurses deeply
+	}
 	v := s.enforcer.Decide(ctx, in, opts...)
 	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.approvals != nil {
 		var refusal *authv3.CheckResponse
@@ -256,21 +272,23 @@ func (s *Server) checkAgent(ctx context.Context, route mesh.Route, msg message, 
 // credentials and identity headers (the server gets the credential Lush looked up instead).
 func (s *Server) stripped(set map[string]string) []string {
 	ph, gh := s.opts.Auth.ProxyHeaders()
-	var out []string
-	for _, name := range []string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
-		if !slices.ContainsFunc(keys(set), func(k string) bool { return strings.EqualFold(k, name) }) {
+	out := make([]string, 0, 4)
+	for _, name := range [...]string{"authorization", "x-api-key", strings.ToLower(ph), strings.ToLower(gh)} {
+		if !setsHeader(set, name) {
 			out = append(out, name)
 		}
 	}
 	return out
 }
 
-func keys(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
+// setsHeader reports whether set has a header named name, in any case.
+func setsHeader(set map[string]string, name string) bool {
+	for k := range set {
+		if strings.EqualFold(k, name) {
+			return true
+		}
 	}
-	return out
+	return false
 }
 
 func input(c identity.Caller, agent string, chain []string) authz.Input {

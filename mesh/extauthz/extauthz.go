@@ -12,7 +12,7 @@
 //
 // Answers: allowed requests continue with the decision id and the upstream's credential (from
 // the credentials broker) added; denied ones get a JSON-RPC error with 401 (identity), 403
-// (policy) or 503 (the policy could not be evaluated); stubbed writes are answered at the sidecar
+// (policy) or 503 (the policy could not be evaluated, or Lush is overloaded: admit.go); stubbed writes are answered at the sidecar
 // with a JSON-RPC success that marks the stub, so the upstream never sees them.
 package extauthz
 
@@ -162,6 +162,8 @@ type Server struct {
 	health    *health.Server
 	grpc      *grpc.Server
 	state     atomic.Pointer[build]
+	admission *admission
+	evaluated atomic.Pointer[evaluatedEngine] // evaluatesCalls' answer for the deployed engine
 
 	mu        sync.Mutex
 	listeners []net.Listener
@@ -193,7 +195,7 @@ func New(cfg Config, opts Options) (*Server, error) {
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
-	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz")}
+	s := &Server{cfg: cfg, opts: opts, health: health.NewServer(), tracer: tp.Tracer("lush/ext_authz"), admission: newAdmission()}
 	s.enforcer = opts.Policy.Enforcer(Point)
 	if opts.Approvals != nil {
 		s.approvals = &approval.Waiter{Store: opts.Approvals, Config: opts.ApprovalConfig.WithDefaults(),
@@ -211,6 +213,8 @@ func New(cfg Config, opts Options) (*Server, error) {
 		}
 		gopts = append(gopts, grpc.Creds(creds))
 	}
+	// Long-lived goroutines decide Checks, as many as the admission lets in (admit.go).
+	gopts = append(gopts, grpc.NumStreamWorkers(uint32(streamWorkers())))
 	s.grpc = grpc.NewServer(gopts...)
 	authv3.RegisterAuthorizationServer(s.grpc, s)
 	healthpb.RegisterHealthServer(s.grpc, s.health)

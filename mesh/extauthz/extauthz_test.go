@@ -81,8 +81,9 @@ type harness struct {
 type harnessOpts struct {
 	live      bool // live writes for every tool
 	noDeploy  bool
-	lushExtra string // appended to the project's lush.yaml
-	approvals bool   // calls that need approval ask for one in the log's approvals store
+	lushExtra string            // appended to the project's lush.yaml
+	policies  map[string]string // more files of the project's policies/ directory: name → Rego
+	approvals bool              // calls that need approval ask for one in the log's approvals store
 	limits    jsonlimit.Limits
 	failures  *identity.Failures
 }
@@ -103,6 +104,11 @@ func start(t testing.TB, o harnessOpts) *harness {
 		}
 		f.WriteString("\n" + o.lushExtra)
 		f.Close()
+	}
+	for name, rego := range o.policies {
+		if err := os.WriteFile(filepath.Join(dir, "policies", name), []byte(rego), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	res, eng := projecttest.Build(t, dir)
 	var err error

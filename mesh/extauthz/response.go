@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -195,16 +196,33 @@ func header(k, v string) *corev3.HeaderValueOption {
 }
 
 // metadata is the decision as Envoy's dynamic metadata (namespace envoy.filters.http.ext_authz),
-// for its access log: %DYNAMIC_METADATA(envoy.filters.http.ext_authz:decision_id)%.
+// for its access log: %DYNAMIC_METADATA(envoy.filters.http.ext_authz:decision_id)%. It is
+// built directly, not through structpb.NewStruct's map of interfaces, with NewStruct's answer:
+// none at all when a value is not valid UTF-8.
 func metadata(v *enforce.Verdict) *structpb.Struct {
 	if v == nil {
 		return nil
 	}
-	m := map[string]any{"decision_id": v.ID, "outcome": v.Outcome, "access": v.Access, "risk": v.Risk,
-		"revision": v.Revision, "rules": strings.Join(v.Rules, ","), "point": Point}
-	if v.Tool != "" {
-		m["tool"] = v.Tool
+	rules := strings.Join(v.Rules, ",")
+	for _, s := range [...]string{v.ID, v.Outcome, v.Access, v.Risk, v.Revision, rules, v.Tool} {
+		if !utf8.ValidString(s) {
+			return nil
+		}
 	}
-	st, _ := structpb.NewStruct(m)
-	return st
+	n := 7
+	if v.Tool != "" {
+		n++
+	}
+	f := make(map[string]*structpb.Value, n)
+	f["decision_id"] = structpb.NewStringValue(v.ID)
+	f["outcome"] = structpb.NewStringValue(v.Outcome)
+	f["access"] = structpb.NewStringValue(v.Access)
+	f["risk"] = structpb.NewStringValue(v.Risk)
+	f["revision"] = structpb.NewStringValue(v.Revision)
+	f["rules"] = structpb.NewStringValue(rules)
+	f["point"] = structpb.NewStringValue(Point)
+	if v.Tool != "" {
+		f["tool"] = structpb.NewStringValue(v.Tool)
+	}
+	return &structpb.Struct{Fields: f}
 }

@@ -4,5 +4,7 @@
 // closed-loop mcp-go clients and an open-loop gRPC Check generator, and prices one decision of
 // the compiled bundle against a plain RBAC Rego policy with OPA's rego package, all in one run.
 // Everything is in its tests: `make bench-gateway` runs the measurement, `go test ./test/perf -run
-// Smoke` a sub-second version of it so that the harness cannot rot. No program links it.
+// Smoke` a sub-second version of it so that the harness cannot rot. LUSH_PERF_PROFILE=<dir> also
+// writes each gateway's CPU and allocation profiles of its ext_authz run (profile_test.go). No
+// program links it.
 package perf

@@ -92,7 +92,11 @@ func sha256hex(s string) string {
 func buildLushctl(t testing.TB) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "lushctl")
-	if out, err := exec.Command("go", "build", "-o", bin, "../../cmd/lushctl").CombinedOutput(); err != nil {
+	args := []string{"build", "-o", bin}
+	if overlay := profileOverlay(t); overlay != "" {
+		args = append(args, "-overlay", overlay)
+	}
+	if out, err := exec.Command("go", append(args, "../../cmd/lushctl")...).CombinedOutput(); err != nil {
 		t.Fatalf("build lushctl: %v\n%s", err, out)
 	}
 	return bin
@@ -103,6 +107,7 @@ type gatewayProc struct {
 	*proc
 	url      string // http://127.0.0.1:port
 	extAuthz string // 127.0.0.1:port
+	profile  string // the directory of its profiles; "" when not profiled
 }
 
 var extAuthzLine = regexp.MustCompile(`ext_authz \(Envoy, gRPC\): (127\.0\.0\.1:\d+)`)
@@ -111,14 +116,15 @@ var extAuthzLine = regexp.MustCompile(`ext_authz \(Envoy, gRPC\): (127\.0\.0\.1:
 // loopback for MCP and for ext_authz, its decision log in a temporary directory. It is ready
 // when it has written its address and named its ext_authz address, and has said that the
 // decision cache is on (log level info: the gateway logs nothing per call at that level).
-func startGateway(t testing.TB, lushctl, dir string) *gatewayProc {
+// profile, when not "", is the directory of its profiles (LUSH_PERF_PROFILE).
+func startGateway(t testing.TB, lushctl, dir, profile string) *gatewayProc {
 	t.Helper()
 	tmp := t.TempDir()
 	ready := filepath.Join(tmp, "ready")
 	cmd := exec.Command(lushctl, "gateway", "--config", filepath.Join(dir, "gateway.yaml"),
 		"--listen", "127.0.0.1:0", "--ready-file", ready, "--ext-authz", "127.0.0.1:0",
 		"--decision-log", filepath.Join(tmp, "decisions.db"), "--log-level", "info", dir)
-	cmd.Env = append(os.Environ(), "TRACE_BACKEND=none", "LUSH_BUILD=", "LUSH_TOKEN=", "LUSH_URL=")
+	cmd.Env = append(os.Environ(), "TRACE_BACKEND=none", "LUSH_BUILD=", "LUSH_TOKEN=", "LUSH_URL=", "LUSH_PERF_PROFILE_DIR="+profile)
 	p := start(t, "lushctl gateway", cmd)
 	deadline := time.Now().Add(120 * time.Second)
 	for {
@@ -133,7 +139,7 @@ func startGateway(t testing.TB, lushctl, dir string) *gatewayProc {
 			if !strings.HasPrefix(a, "http") {
 				a = "http://" + a
 			}
-			return &gatewayProc{proc: p, url: a, extAuthz: m[1]}
+			return &gatewayProc{proc: p, url: a, extAuthz: m[1], profile: profile}
 		}
 		select {
 		case <-p.done:

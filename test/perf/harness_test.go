@@ -123,8 +123,8 @@ func run(t testing.TB, cfg config) *report {
 	proxy, proxyAddr := startHelper(t, roleProxy, "http://"+echoAddr)
 	noopP, noopAddr := startHelper(t, roleNoop, "")
 	upstream := "http://" + echoAddr + "/mcp"
-	plain := startGateway(t, lushctl, writeProject(t, upstream, false, cfg.decisionTimeout))
-	args := startGateway(t, lushctl, writeProject(t, upstream, true, cfg.decisionTimeout))
+	plain := startGateway(t, lushctl, writeProject(t, upstream, false, cfg.decisionTimeout), profileDir(t, "gateway"))
+	args := startGateway(t, lushctl, writeProject(t, upstream, true, cfg.decisionTimeout), profileDir(t, "gateway+arg-policy"))
 	headers := map[string]string{"X-API-Key": apiKey}
 	targets := []target{
 		{name: direct, endpoint: upstream, tool: "echo"},
@@ -145,8 +145,14 @@ func run(t testing.TB, cfg config) *report {
 			rep.load[n][tg.name] = closedLoop(ctx, t, tg, n, cfg.duration)
 		}
 	}
-	for _, tg := range []authzTarget{{noopSrv, noopAddr, noopP.pid()}, {lushEA, plain.extAuthz, plain.pid()}, {lushEAA, args.extAuthz, args.pid()}} {
-		rep.authz[tg.name] = openLoop(ctx, t, tg, cfg.rate, cfg.authzDuration)
+	rep.authz[noopSrv] = openLoop(ctx, t, authzTarget{noopSrv, noopAddr, noopP.pid()}, cfg.rate, cfg.authzDuration)
+	for _, g := range []struct {
+		name string
+		gw   *gatewayProc
+	}{{lushEA, plain}, {lushEAA, args}} {
+		tg := authzTarget{g.name, g.gw.extAuthz, g.gw.pid()}
+		// With LUSH_PERF_PROFILE, the gateway's CPU profile covers exactly its ext_authz run.
+		rep.authz[g.name] = profiling(t, g.gw.proc, g.gw.profile, 1, func() result { return openLoop(ctx, t, tg, cfg.rate, cfg.authzDuration) })
 	}
 	return rep
 }
