@@ -23,7 +23,7 @@ import (
 //     workers are few (streamWorkers): they take Checks in turn, and one that waits for its
 //     turn through a garbage collection has its stack shrunk, to grow it again. When every
 //     worker is busy, gRPC starts a goroutine for the Check, as without workers, and
-//     reserveStack (grow.go) grows its stack in one step before the policy is evaluated.
+//     the decision function (policies/authz) grows its stack in one step before it evaluates.
 //   - At most maxInFlight Checks are decided at once. The bound is generous: a decision waits
 //     for its commit to the decision log, so the bound must cover the commit's latency at the
 //     highest rate, not only the CPUs.

@@ -213,9 +213,6 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 			return &decisionlog.CredentialUse{Type: cred.Type, Obtained: cred.Provenance(), Source: cred.Source, Act: cred.Act}
 		}))
 	}
-	if in.Arguments != nil && s.evaluatesCalls() {
-		reserveStack() // the policy evaluation below recurses deeply
-	}
 	v := s.enforcer.Decide(ctx, in, opts...)
 	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.approvals != nil {
 		var refusal *authv3.CheckResponse

@@ -163,7 +163,6 @@ type Server struct {
 	grpc      *grpc.Server
 	state     atomic.Pointer[build]
 	admission *admission
-	evaluated atomic.Pointer[evaluatedEngine] // evaluatesCalls' answer for the deployed engine
 
 	mu        sync.Mutex
 	listeners []net.Listener

@@ -256,6 +256,7 @@ func (e *Engine) evalInput(ctx context.Context, in Input, args ast.Value, extra 
 		return errorDecision(e.revision, fmt.Errorf("input: %w", err))
 	}
 	opts := append([]rego.EvalOption{rego.EvalParsedInput(value)}, extra...)
+	reserveStack() // the evaluation recurses deeply (stack.go)
 	rs, err := evalInTime(ctx, e.query, opts)
 	if err != nil {
 		return errorDecision(e.revision, fmt.Errorf("evaluate %s: %w", Query, err))
