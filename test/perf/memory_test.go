@@ -113,7 +113,7 @@ func measureMemory(t testing.TB, sessionSteps, streamSteps []int) *memReport {
 	rep := &memReport{started: time.Now(), loadavg: loadavg()}
 	lushctl := buildLushctl(t)
 	_, echoAddr := startHelper(t, roleEcho, "")
-	gw := startGateway(t, lushctl, writeProject(t, "http://"+echoAddr+"/mcp", false, ""))
+	gw := startGateway(t, lushctl, writeProject(t, "http://"+echoAddr+"/mcp", false, ""), "")
 	endpoint := gw.url + "/agents/bench/mcp"
 	// Sessions are opened over a few keep-alive connections that are then closed: an idle session
 	// holds no connection. Each stream holds a connection of its own.
