@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // encodeEvent is encodeJSON(e), the event's stored document, written field by field instead of
@@ -26,8 +27,9 @@ func encodeEventFast(e *Event) (string, bool) {
 	if (e.Input != nil && len(e.Input) == 0) || (e.Result != nil && len(e.Result) == 0) {
 		return "", false
 	}
-	ts, err := e.Timestamp.MarshalJSON()
-	if err != nil {
+	var tsBuf [40]byte
+	ts, ok := timestampJSON(tsBuf[:0], e.Timestamp)
+	if !ok {
 		return "", false
 	}
 	buf := eventBufs.Get().(*bytes.Buffer)
@@ -126,6 +128,17 @@ func encodeEventFast(e *Event) (string, bool) {
 		return "", false
 	}
 	return buf.String(), true
+}
+
+// timestampJSON appends t.MarshalJSON()'s bytes to b, without its allocation for a UTC time (as
+// Record stores them) in the years it can write; it reports false when MarshalJSON fails.
+func timestampJSON(b []byte, t time.Time) ([]byte, bool) {
+	if y := t.Year(); t.Location() == time.UTC && y >= 0 && y <= 9999 {
+		b = append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
+		return b, true
+	}
+	ts, err := t.MarshalJSON()
+	return append(b, ts...), err == nil
 }
 
 var eventBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}

@@ -54,7 +54,7 @@ func TestEncodeEventIsEncodeJSON(t *testing.T) {
 			words = fast
 		}
 		e := &Event{DecisionID: w(), Path: w(), Input: raw(), Result: raw(),
-			Timestamp: time.Unix(r.Int64N(1<<33), r.Int64N(1e9)).In(zones[r.IntN(len(zones))]),
+			Timestamp: randTime(r).In(zones[r.IntN(len(zones))]),
 			Erased:    strs(), Masked: strs(), Revision: w(), Point: w(), Principal: w(), Groups: strs(), Agent: w(),
 			Chain: strs(), Action: w(), Tool: w(), ToolName: w(), Access: w(), Risk: w(), Outcome: w(), Rules: strs(),
 			LatencyNS: r.Int64() - r.Int64(), Environment: w(), TraceID: w(), SpanID: w(), Error: w(),
@@ -150,4 +150,18 @@ func TestRecordRefusesWhatValidateRefuses(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randTime is a time at random, now and then one of the years time.Time.MarshalJSON refuses or
+// is near refusing.
+func randTime(r *rand.Rand) time.Time {
+	switch r.IntN(8) {
+	case 0:
+		return []time.Time{{}, time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("z", -3600))}[r.IntN(6)]
+	case 1:
+		return time.Unix(r.Int64N(1<<33), 0)
+	}
+	return time.Unix(r.Int64N(1<<33), r.Int64N(1e9))
 }
