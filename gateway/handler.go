@@ -109,13 +109,97 @@ func (c *call) chain() []string {
 	return c.caller.Chain
 }
 
+// params are the request's params by name: what json.Unmarshal into the map gives, and an empty
+// map for params that are absent, null or not a JSON object.
 func params(req *mcphttp.Request) map[string]json.RawMessage {
+	if p, ok := splitObject(req.Params); ok {
+		return p
+	}
 	var p map[string]json.RawMessage
 	json.Unmarshal(req.Params, &p)
 	if p == nil {
 		p = map[string]json.RawMessage{}
 	}
 	return p
+}
+
+// splitObject is params' own decoder, for the params clients send (an object whose keys are
+// printable ASCII without escapes): it splits the object into its members without reflection or
+// copies, each value a slice of data whose capacity ends with it. It reports false for anything
+// else, which json.Unmarshal decodes (TestSplitObjectIsUnmarshal compares the two).
+func splitObject(data []byte) (map[string]json.RawMessage, bool) {
+	if !json.Valid(data) {
+		return nil, false
+	}
+	i := skipSpace(data, 0)
+	if i == len(data) || data[i] != '{' {
+		return nil, false
+	}
+	p := make(map[string]json.RawMessage, 4)
+	i = skipSpace(data, i+1)
+	if data[i] == '}' {
+		return p, true
+	}
+	for {
+		// data is valid JSON: here is a key, a colon and a value.
+		start := i + 1
+		end := start
+		for ; data[end] != '"'; end++ {
+			if c := data[end]; c == '\\' || c < 0x20 || c >= 0x80 {
+				return nil, false
+			}
+		}
+		key := string(data[start:end])
+		i = skipSpace(data, end+1) + 1 // past the colon
+		i = skipSpace(data, i)
+		vend := skipValue(data, i)
+		p[key] = json.RawMessage(data[i:vend:vend])
+		i = skipSpace(data, vend)
+		if data[i] == '}' {
+			return p, true
+		}
+		i = skipSpace(data, i+1) // past the comma
+	}
+}
+
+func skipSpace(data []byte, i int) int {
+	for i < len(data) && (data[i] == ' ' || data[i] == '\t' || data[i] == '\n' || data[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// skipValue returns where the JSON value at data[i:] ends; data is valid JSON.
+func skipValue(data []byte, i int) int {
+	depth := 0
+	for ; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+			if depth == 0 {
+				return i + 1
+			}
+		case '{', '[':
+			depth++
+		case '}', ']':
+			if depth == 0 {
+				return i // the end of a number or a literal
+			}
+			depth--
+			if depth == 0 {
+				return i + 1
+			}
+		case ',', ' ', '\t', '\n', '\r':
+			if depth == 0 {
+				return i // the end of a number or a literal
+			}
+		}
+	}
+	return i
 }
 
 func stringParam(p map[string]json.RawMessage, name string) string {

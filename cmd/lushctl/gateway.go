@@ -56,7 +56,12 @@ is reported, and the current build keeps serving).
 
 Callers authenticate as the config's auth: section says (JWT, API keys, trusted proxy,
 delegation tokens). --dev accepts requests without credentials as --dev-principal (default
-user:<your login>), for local work only.`,
+user:<your login>), for local work only.
+
+Memory: unless GOGC or GOMEMLIMIT is set, the gateway (like lushctl serve and run) runs Go's
+garbage collector at GOGC=400 under a soft memory limit of max(256 MiB, twice the live heap plus
+the runtime's other memory): less CPU per call for a small heap, no more than GOGC=100's memory
+for a large one. GOGC=100 restores Go's default (docs/memory.md).`,
 		Example: `  # Local development: build, deploy and serve the quickstart; writes are stubbed
   lushctl gateway --dev examples/quickstart
 

@@ -45,7 +45,11 @@ func usage(format string, args ...any) error {
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	gcCtx, gcStop := context.WithCancel(ctx)
+	gcWait := serverGC(gcCtx, os.Args[1:])
 	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	gcStop()
+	gcWait()
 	stop()
 	os.Exit(code)
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // encodeEvent is encodeJSON(e), the event's stored document, written field by field instead of
@@ -26,8 +27,9 @@ func encodeEventFast(e *Event) (string, bool) {
 	if (e.Input != nil && len(e.Input) == 0) || (e.Result != nil && len(e.Result) == 0) {
 		return "", false
 	}
-	ts, err := e.Timestamp.MarshalJSON()
-	if err != nil {
+	var tsBuf [40]byte
+	ts, ok := timestampJSON(tsBuf[:0], e.Timestamp)
+	if !ok {
 		return "", false
 	}
 	buf := eventBufs.Get().(*bytes.Buffer)
@@ -128,6 +130,17 @@ func encodeEventFast(e *Event) (string, bool) {
 	return buf.String(), true
 }
 
+// timestampJSON appends t.MarshalJSON()'s bytes to b, without its allocation for a UTC time (as
+// Record stores them) in the years it can write; it reports false when MarshalJSON fails.
+func timestampJSON(b []byte, t time.Time) ([]byte, bool) {
+	if y := t.Year(); t.Location() == time.UTC && y >= 0 && y <= 9999 {
+		b = append(t.AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
+		return b, true
+	}
+	ts, err := t.MarshalJSON()
+	return append(b, ts...), err == nil
+}
+
 var eventBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // eventWriter writes JSON values as encoding/json does without HTML escaping. A string it does
@@ -215,7 +228,199 @@ func (w *eventWriter) raw(m json.RawMessage) bool {
 		w.buf.WriteString("null")
 		return true
 	}
+	w.buf.Grow(len(m))
+	b, ok := appendCompact(w.buf.AvailableBuffer(), m)
+	if ok {
+		w.buf.Write(b)
+		return true
+	}
 	return json.Compact(w.buf, m) == nil
+}
+
+// appendCompact appends json.Compact's bytes for src to dst, without its scanner's call per byte;
+// it reports false for src that is not valid JSON, and for JSON that nests deeper than
+// maxCompactDepth, which json.Compact is left to judge (TestAppendCompactIsCompact compares
+// the two on random and mangled documents).
+func appendCompact(dst, src []byte) ([]byte, bool) {
+	c := compactor{src: src, dst: dst}
+	c.space()
+	if !c.value(0) {
+		return dst, false
+	}
+	c.space()
+	if c.i != len(src) {
+		return dst, false
+	}
+	return c.dst, true
+}
+
+// maxCompactDepth bounds appendCompact's recursion.
+const maxCompactDepth = 128
+
+type compactor struct {
+	src, dst []byte
+	i        int
+}
+
+func (c *compactor) space() {
+	for c.i < len(c.src) {
+		switch c.src[c.i] {
+		case ' ', '\t', '\n', '\r':
+			c.i++
+		default:
+			return
+		}
+	}
+}
+
+// value copies one JSON value at c.i, reporting whether it is valid.
+func (c *compactor) value(depth int) bool {
+	if c.i >= len(c.src) || depth > maxCompactDepth {
+		return false
+	}
+	switch ch := c.src[c.i]; {
+	case ch == '{' || ch == '[':
+		end := byte('}')
+		if ch == '[' {
+			end = ']'
+		}
+		c.dst = append(c.dst, ch)
+		c.i++
+		c.space()
+		if c.i < len(c.src) && c.src[c.i] == end {
+			c.dst = append(c.dst, end)
+			c.i++
+			return true
+		}
+		for {
+			if ch == '{' {
+				if c.i >= len(c.src) || c.src[c.i] != '"' || !c.string() {
+					return false
+				}
+				c.space()
+				if c.i >= len(c.src) || c.src[c.i] != ':' {
+					return false
+				}
+				c.dst = append(c.dst, ':')
+				c.i++
+				c.space()
+			}
+			if !c.value(depth + 1) {
+				return false
+			}
+			c.space()
+			if c.i >= len(c.src) {
+				return false
+			}
+			switch c.src[c.i] {
+			case ',':
+				c.dst = append(c.dst, ',')
+				c.i++
+				c.space()
+			case end:
+				c.dst = append(c.dst, end)
+				c.i++
+				return true
+			default:
+				return false
+			}
+		}
+	case ch == '"':
+		return c.string()
+	case ch == '-' || ('0' <= ch && ch <= '9'):
+		return c.number()
+	case ch == 't':
+		return c.literal("true")
+	case ch == 'f':
+		return c.literal("false")
+	case ch == 'n':
+		return c.literal("null")
+	}
+	return false
+}
+
+// string copies the string at c.i (its opening quote).
+func (c *compactor) string() bool {
+	start := c.i
+	for c.i++; c.i < len(c.src); c.i++ {
+		switch ch := c.src[c.i]; {
+		case ch == '"':
+			c.i++
+			c.dst = append(c.dst, c.src[start:c.i]...)
+			return true
+		case ch < 0x20:
+			return false
+		case ch == '\\':
+			c.i++
+			if c.i >= len(c.src) {
+				return false
+			}
+			switch c.src[c.i] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+			case 'u':
+				if c.i+4 >= len(c.src) {
+					return false
+				}
+				for _, h := range c.src[c.i+1 : c.i+5] {
+					if !('0' <= h && h <= '9' || 'a' <= h && h <= 'f' || 'A' <= h && h <= 'F') {
+						return false
+					}
+				}
+				c.i += 4
+			default:
+				return false
+			}
+		}
+	}
+	return false
+}
+
+func (c *compactor) digits() int {
+	n := 0
+	for c.i < len(c.src) && '0' <= c.src[c.i] && c.src[c.i] <= '9' {
+		c.i++
+		n++
+	}
+	return n
+}
+
+// number copies the number at c.i.
+func (c *compactor) number() bool {
+	start := c.i
+	if c.src[c.i] == '-' {
+		c.i++
+	}
+	if c.i < len(c.src) && c.src[c.i] == '0' {
+		c.i++
+	} else if c.digits() == 0 {
+		return false
+	}
+	if c.i < len(c.src) && c.src[c.i] == '.' {
+		c.i++
+		if c.digits() == 0 {
+			return false
+		}
+	}
+	if c.i < len(c.src) && (c.src[c.i] == 'e' || c.src[c.i] == 'E') {
+		c.i++
+		if c.i < len(c.src) && (c.src[c.i] == '+' || c.src[c.i] == '-') {
+			c.i++
+		}
+		if c.digits() == 0 {
+			return false
+		}
+	}
+	c.dst = append(c.dst, c.src[start:c.i]...)
+	return true
+}
+
+func (c *compactor) literal(lit string) bool {
+	if len(c.src)-c.i < len(lit) || string(c.src[c.i:c.i+len(lit)]) != lit {
+		return false
+	}
+	c.i += len(lit)
+	c.dst = append(c.dst, lit...)
+	return true
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,6 +1,7 @@
 package decisionlog
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -54,7 +55,7 @@ func TestEncodeEventIsEncodeJSON(t *testing.T) {
 			words = fast
 		}
 		e := &Event{DecisionID: w(), Path: w(), Input: raw(), Result: raw(),
-			Timestamp: time.Unix(r.Int64N(1<<33), r.Int64N(1e9)).In(zones[r.IntN(len(zones))]),
+			Timestamp: randTime(r).In(zones[r.IntN(len(zones))]),
 			Erased:    strs(), Masked: strs(), Revision: w(), Point: w(), Principal: w(), Groups: strs(), Agent: w(),
 			Chain: strs(), Action: w(), Tool: w(), ToolName: w(), Access: w(), Risk: w(), Outcome: w(), Rules: strs(),
 			LatencyNS: r.Int64() - r.Int64(), Environment: w(), TraceID: w(), SpanID: w(), Error: w(),
@@ -149,5 +150,107 @@ func TestRecordRefusesWhatValidateRefuses(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// randTime is a time at random, now and then one of the years time.Time.MarshalJSON refuses or
+// is near refusing.
+func randTime(r *rand.Rand) time.Time {
+	switch r.IntN(8) {
+	case 0:
+		return []time.Time{{}, time.Date(-1, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC), time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC),
+			time.Date(9999, 12, 31, 23, 0, 0, 0, time.FixedZone("z", -3600))}[r.IntN(6)]
+	case 1:
+		return time.Unix(r.Int64N(1<<33), 0)
+	}
+	return time.Unix(r.Int64N(1<<33), r.Int64N(1e9))
+}
+
+// randDocument is random JSON text with whitespace anywhere and every kind of value, escape and
+// number; mangled, a byte of it changed or the text cut short.
+func randDocument(r *rand.Rand, depth int) string {
+	ws := func() string { return []string{"", "", " ", "\n", "\t", "\r\n "}[r.IntN(6)] }
+	n := 10
+	if depth > 4 {
+		n = 7
+	}
+	switch r.IntN(n) {
+	case 0:
+		return []string{"true", "false", "null"}[r.IntN(3)]
+	case 1, 2:
+		return []string{"0", "-0", "1", "-12", "1.5", "0.001", "1e5", "1E+5", "-2.5e-10", "123456789012345678901234567890"}[r.IntN(10)]
+	case 3, 4, 5, 6:
+		return `"` + []string{"", "a", `\"`, `\\`, `\/`, `\b\f\n\r\t`, `\u00e9`, `\uD83D\uDE00`, `\ud800`, "é", "\xff\xfe", "<&>",
+			"\u2028", "x y", "{[,:]}"}[r.IntN(15)] + `"`
+	case 7, 8:
+		var b strings.Builder
+		b.WriteString("{" + ws())
+		for i := range r.IntN(4) {
+			if i > 0 {
+				b.WriteString(ws() + "," + ws())
+			}
+			b.WriteString(randDocument(r, 99) + ws() + ":" + ws() + randDocument(r, depth+1))
+		}
+		b.WriteString(ws() + "}")
+		return b.String()
+	default:
+		var b strings.Builder
+		b.WriteString("[" + ws())
+		for i := range r.IntN(4) {
+			if i > 0 {
+				b.WriteString(ws() + "," + ws())
+			}
+			b.WriteString(randDocument(r, depth+1))
+		}
+		b.WriteString(ws() + "]")
+		return b.String()
+	}
+}
+
+// TestAppendCompactIsCompact compares the event writer's compactor with json.Compact on random,
+// mangled and adversarial documents: the same bytes, or both refusing, or (nested deeper than
+// the compactor goes) json.Compact left to judge.
+func TestAppendCompactIsCompact(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 3))
+	docs := []string{"", " ", "{}", "[]", "{ }", `{"a":1}`, " \t\n{\"a\" : [ 1 , 2 ] }\r\n", "01", "-", "1.", ".5", "1e", "1e+",
+		"-01", "tru", "nul", "truex", `"\u12"`, `"\u12G4"`, `"\x"`, "\"\x01\"", `"abc`, `{"a"}`, `{"a":}`, `{,}`, `[1,]`,
+		`[1 2]`, `{"a":1,}`, `{1:2}`, "\"\x1f\"", "\"\x20\"", "\"\x7f\"", "[" + strings.Repeat("[", 200) + strings.Repeat("]", 201),
+		strings.Repeat("[", 129) + strings.Repeat("]", 129), strings.Repeat("[", 128) + strings.Repeat("]", 128), "1 2", "\x00", "\v1"}
+	for range 30000 {
+		d := randDocument(r, 0)
+		switch r.IntN(4) {
+		case 0:
+			b := []byte(d)
+			b[r.IntN(len(b))] = ` {}[]",:\\0-.eE+tnu1a`[r.IntN(21)]
+			d = string(b)
+		case 1:
+			d = d[:r.IntN(len(d)+1)]
+		}
+		docs = append(docs, d)
+	}
+	own := 0
+	for _, d := range docs {
+		var want bytes.Buffer
+		werr := json.Compact(&want, []byte(d))
+		got, ok := appendCompact([]byte("prefix"), []byte(d))
+		switch {
+		case ok && (werr != nil || string(got) != "prefix"+want.String()):
+			t.Fatalf("appendCompact(%q) = %q, json.Compact = %q, %v", d, got, want.String(), werr)
+		case !ok && werr == nil && strings.Count(d, "[")+strings.Count(d, "{") <= maxCompactDepth:
+			t.Fatalf("appendCompact(%q) refused what json.Compact takes: %q", d, want.String())
+		case !ok && string(got) != "prefix":
+			t.Fatalf("appendCompact(%q) refused and returned %q, not its dst", d, got)
+		}
+		if ok {
+			own++
+		}
+		w := eventWriter{buf: new(bytes.Buffer)}
+		if w.raw(json.RawMessage(d)) != (werr == nil) || w.buf.String() != want.String() {
+			t.Fatalf("raw(%q) wrote %q, json.Compact %q, %v", d, w.buf.String(), want.String(), werr)
+		}
+	}
+	if own < 5000 {
+		t.Errorf("only %d documents were valid: the comparison tests little", own)
 	}
 }

@@ -391,8 +391,8 @@ func deny(rule, msg string) authz.Decision {
 
 // event builds the decision-log event of a verdict.
 func (e *Enforcer) event(ctx context.Context, in authz.Input, v *Verdict) *decisionlog.Event {
-	input, _ := json.Marshal(in)
-	result, _ := json.Marshal(v.Decision)
+	input := inputJSON(&in)
+	result := decisionJSON(&v.Decision)
 	ev := &decisionlog.Event{
 		DecisionID:  v.ID,
 		Path:        "lush/authz/decision",
