@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/toolref"
 	"github.com/lush-agents/lush/policies"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // BundleRoot is the only root of every Lush bundle: data.lush.project and packages lush.*.
@@ -81,6 +83,9 @@ func (b *build) assemble(res *Result) error {
 	c.Compile(loaded.ParsedModules(""))
 	if c.Failed() {
 		b.regoErrors(c.Errors, spec.PoliciesDir)
+	}
+	if err := authz.CheckIndex(&loaded); err != nil {
+		b.l.Errorf(diag.Pos{File: spec.PoliciesDir}, "bundle-invalid", "the assembled bundle's index disagrees with it: %v", err)
 	}
 	return nil
 }
@@ -401,7 +406,22 @@ func PolicyData(m *manifest.Manifest) map[string]any {
 	if len(m.Budgets) > 0 {
 		project["budgets"] = budgetData(m.Budgets)
 	}
-	return map[string]any{BundleRoot: map[string]any{"project": project}}
+	return map[string]any{BundleRoot: map[string]any{"project": project, "index": projectIndex(project)}}
+}
+
+// projectIndex is data.lush.index: what the decision's fast path looks up instead of
+// evaluating the agent, capability, privilege and class rules (authz.Index), computed from
+// the JSON form of data.lush.project, as the engine that loads the bundle recomputes it.
+func projectIndex(project map[string]any) map[string]any {
+	raw, err := json.Marshal(project)
+	if err != nil {
+		panic(fmt.Sprintf("encode project data: %v", err)) // plain maps, slices, strings and numbers
+	}
+	var generic any
+	if err := json.Unmarshal(raw, &generic); err != nil {
+		panic(fmt.Sprintf("decode project data: %v", err))
+	}
+	return authz.Index(generic)
 }
 
 func aclData(acl []manifest.ACLEntry) map[string]any {

@@ -25,7 +25,7 @@ decision := {
 	"stub": false,
 	"approval_required": false,
 	"access": "read",
-	"risk": class_entry.risk, # effective_risk when fast_read holds
+	"risk": fast_read_risk, # effective_risk when fast_read holds
 	"reasons": [],
 	"approvals": [],
 	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
@@ -115,24 +115,32 @@ nothing_denies if {
 # (depth_within);
 # no schema verdict, refusal, rate limit, exhausted budget or granted approval
 # (which would add lush.approval.granted); no project denial, approval or stub.
-fast_read if {
+fast_read if fast_read_risk
+
+# fast_read_risk: the call's risk (class_entry.risk) when fast_read holds. The
+# agent, capability, privilege and class checks are lookups into
+# data.lush.index, which the compiler derives from data.lush.project
+# (authz.Index): read[agent][ref] holds, per tool name ("other" for the names
+# no rule singles out), the risk and the principals whose grant admits the
+# name, when the allowlist admits it and its class reads at a risk needing no
+# approval; execute[agent] the principals holding execute. Without an index
+# (or when it says no) the branches below decide. The index must be the one
+# its project data gives (an index claiming more would allow what the rules
+# deny): Lush's engine refuses a bundle whose index is not, and so does the
+# build. A test that mocks part of data.lush.project over a compiled bundle
+# must turn the index off too (with data.lush.index as {}), or the fast path
+# reads the compiled project's index.
+fast_read_risk := r if {
 	input.action == "tools/call"
-	c := class_entry
-	c.access == "read"
 	not input.tool.access == "write"
-	has_agent_execute
-	fast_read_grant
-	e := data.lush.project.agents[agent_name].tools[tool_ref]
-	is_object(e)
 	name := input.tool.name
 	is_string(name)
-	only := object.get(e, "only", [name])
-	is_array(only)
-	name in only
-	object.get(e, "access", "read") in {"read", "write"}
+	ix := data.lush.index.read[input.agent][input.tool.ref]
+	e := object.get(ix.names, name, ix.other)
+	r := e.risk # only an entry that admits the name has one
 	input_ok
-	c.risk in {"read", "write", "network", "destructive"}
-	not c.risk in approval_risks
+	principal_in(e.principals)
+	principal_in(data.lush.index.execute[input.agent])
 	object.get(input.tool, "arguments_valid", null) in {null, true}
 	object.get(input.tool, "refusal", null) in {null, ""}
 	depth_within
@@ -210,16 +218,16 @@ project_entry_given if {
 	not v in {set(), [], false, {}}
 }
 
-# fast_read_grant: privilege_ok for a tools/call that reads.
-fast_read_grant if {
-	grants := data.lush.project.grants[tool_ref]
-	some p in principals
-	some g in grants[p]
-	is_object(g)
-	only := object.get(g, "only", [tool_name])
-	is_array(only)
-	tool_name in only
-	object.get(g, "access", "read") in {"read", "write"}
+# principal_in(s): some principal of the match set (principals) is a key of s,
+# for a well-formed input (input_ok), without building the set: the caller's
+# id, group:everyone, or one of its groups.
+principal_in(s) if s[input.principal.id]
+
+principal_in(s) if s["group:everyone"]
+
+principal_in(s) if {
+	some g in input.principal.groups
+	s[g]
 }
 
 # plain: an allowed call would need no approval and would not be stubbed.

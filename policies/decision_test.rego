@@ -219,9 +219,11 @@ test_fast_paths_match_full_evaluation[note] if {
 test_fast_read_decides_allowed_read if {
 	data.lush.authz.fast_read with input as read_call
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as {}
 	decide(read_call) == data.lush.authz.decision with input as read_call
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as {}
 		with data.lush.authz.fast_read as false
 }
@@ -243,6 +245,7 @@ test_fast_read_not_for_other_calls[note] if {
 	}
 	not data.lush.authz.fast_read with input as inp
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as {}
 }
 
@@ -254,5 +257,6 @@ test_fast_read_not_with_project_entries[note] if {
 	}
 	not data.lush.authz.fast_read with input as read_call
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as policies
 }

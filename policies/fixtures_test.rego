@@ -91,6 +91,93 @@ project := {
 	},
 }
 
+# index: data.lush.index of project, as the compiler writes it (authz.Index; the Go
+# tests check that it is). The helpers below evaluate with it, so that the fast
+# path's lookups are exercised; decide_in evaluates without one.
+index := {
+	"execute": {
+		"broken": {
+			"group:everyone": true,
+		},
+		"editor": {
+			"group:writers": true,
+			"user:carol": true,
+		},
+		"public": {
+			"group:everyone": true,
+		},
+		"researcher": {
+			"group:engineering": true,
+			"serviceaccount:orchestrator": true,
+		},
+	},
+	"read": {
+		"editor": {
+			fs: {
+				"names": {
+					"bad_class": {},
+					"read_file": {
+						"principals": {
+							"group:engineering": true,
+							"group:writers": true,
+							"user:carol": true,
+						},
+						"risk": "read",
+					},
+					"write_file": {},
+				},
+				"other": {
+					"principals": {
+						"group:engineering": true,
+						"user:carol": true,
+					},
+					"risk": "read",
+				},
+			},
+		},
+		"researcher": {
+			"lush://writer": {
+				"names": {},
+				"other": {
+					"principals": {
+						"serviceaccount:orchestrator": true,
+					},
+					"risk": "read",
+				},
+			},
+			fs: {
+				"names": {
+					"list_directory": {
+						"principals": {
+							"group:engineering": true,
+							"user:carol": true,
+						},
+						"risk": "read",
+					},
+					"read_file": {
+						"principals": {
+							"group:engineering": true,
+							"group:writers": true,
+							"user:carol": true,
+						},
+						"risk": "read",
+					},
+				},
+				"other": {},
+			},
+			"tools/clock": {
+				"names": {},
+				"other": {
+					"principals": {
+						"group:everyone": true,
+					},
+					"risk": "read",
+				},
+			},
+		},
+	},
+}
+
 # alice: an engineer who may run the researcher and read the filesystem.
 alice := {"id": "user:alice", "groups": ["group:engineering"]}
 
@@ -144,6 +231,7 @@ call(base, patch) := object.union(object.remove(base, object.keys(patch)), patch
 decide(inp) := d if {
 	d := data.lush.authz.decision with input as inp
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as {}
 }
 
@@ -158,6 +246,7 @@ decide_in(inp, proj) := d if {
 decide_with(inp, policies) := d if {
 	d := data.lush.authz.decision with input as inp
 		with data.lush.project as project
+		with data.lush.index as index
 		with data.lush.policies as policies
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lush-agents/lush/policies/authz"
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/cover"
 	"github.com/open-policy-agent/opa/v1/format"
@@ -1398,15 +1399,171 @@ stub := shapes[[2, 3, 7, 0, 8, 6, 1][index]]
 // TestFastPathMatchesFullEvaluation compares the decision with the decision evaluated with the
 // fast paths turned off (nothing_denies mocked to false), on random inputs under several
 // project policies, and checks nothing_denies never holds when a deny rule fires.
+//
+// Each project policy runs with the index the compiler writes (authz.Index), with no index,
+// and with an index that says no where the compiled one says yes (entries and principals
+// removed at random, as a stale index of a project that since granted more would): the
+// decision must not change. (An index that claims more than its project allows is refused by
+// the engine: authz's TestEngineRefusesEditedIndex.)
 func TestFastPathMatchesFullEvaluation(t *testing.T) {
-	data := mustJSON(t, quickstart)
-	n := 1500
+	n := 1000
 	if testing.Short() {
 		n = 300
 	}
-	for name, src := range fastPathProjects {
-		t.Run(name, func(t *testing.T) {
-			mods := parseFiles(t, Library())
+	for _, variant := range []string{"compiled index", "odd data", "no index", "partial index"} {
+		for name, src := range fastPathProjects {
+			n := n
+			if variant != "compiled index" {
+				// The index does not depend on the project policy: two suffice.
+				if name != "none" && name != "shapes" {
+					continue
+				}
+				n /= 3
+			}
+			t.Run(variant+"/"+name, func(t *testing.T) {
+				testFastPath(t, variant, src, n)
+			})
+		}
+	}
+}
+
+// fastPathData is the quickstart data document with the index variant.
+func fastPathData(t *testing.T, variant string, r *rand.Rand) map[string]any {
+	data := mustJSON(t, quickstart)
+	lush := data["lush"].(map[string]any)
+	if variant == "odd data" {
+		oddProject(lush["project"].(map[string]any))
+	}
+	idx := authz.Index(lush["project"])
+	switch variant {
+	case "compiled index", "odd data":
+		lush["index"] = idx
+	case "partial index":
+		lush["index"] = thinIndex(r, idx)
+	}
+	return data
+}
+
+// oddProject gives the quickstart project values of unexpected shapes and the cases the index
+// must tell apart (a read class at a risk that needs approval, grants at other levels, acl
+// values other than true), on the agents and tools randomInput calls.
+func oddProject(p map[string]any) {
+	agents := p["agents"].(map[string]any)
+	researcher := agents["researcher"].(map[string]any)
+	researcher["acl"] = map[string]any{"execute": map[string]any{"group:engineering": true, "user:carol": "yes", "user:dave": false,
+		"serviceaccount:orchestrator": 1, "group:ops": true}}
+	rtools := researcher["tools"].(map[string]any)
+	rtools["tools/shell"] = map[string]any{"access": "admin"}
+	rtools["tools/unclassified"] = map[string]any{"access": "read", "only": "list_directory"}
+	rtools["mcp://docs"] = map[string]any{}
+	editor := agents["editor"].(map[string]any)
+	editor["acl"] = map[string]any{"execute": []any{"user:carol"}}
+	agents[""] = map[string]any{"tools": map[string]any{fsRef: map[string]any{}}, "acl": map[string]any{"execute": map[string]any{"group:everyone": true}}}
+	grants := p["grants"].(map[string]any)
+	fs := grants[fsRef].(map[string]any)
+	fs["user:alice"] = []any{"x", map[string]any{"only": []any{"list_directory", 3}}, map[string]any{"access": "admin"}}
+	fs["group:ops"] = []any{map[string]any{"access": "read", "only": "read_file"}}
+	fs["user:olga"] = map[string]any{"a": map[string]any{"access": "read"}}
+	fs["user:carol"] = []any{map[string]any{"access": "write", "only": nil}}
+	grants["mcp://docs"] = map[string]any{"group:everyone": []any{map[string]any{}}, "user:alice": "read"}
+	grants["tools/shell"] = map[string]any{"group:ops": []any{map[string]any{"access": "read"}}}
+	classes := p["classes"].(map[string]any)
+	fsc := classes[fsRef].(map[string]any)
+	fsc["tools"] = map[string]any{"read_file": map[string]any{"access": "read", "risk": "read"},
+		"list_directory": map[string]any{"access": "read", "risk": "destructive"},
+		"move_file":      "read", "": map[string]any{"access": "read", "risk": "huge"},
+		"write_file": map[string]any{"access": "write", "risk": "destructive"}}
+	classes["tools/shell"] = map[string]any{"default": map[string]any{"access": "read", "risk": "network"}}
+	classes["mcp://docs"] = map[string]any{"tools": []any{"x"}, "default": map[string]any{"access": "read", "risk": "read"}}
+	classes["tools/unclassified"] = map[string]any{"default": map[string]any{"access": "read", "risk": "write"}}
+}
+
+// indexGrid: a well-formed read tools/call of every agent, ref and tool name the fixtures know
+// (and some they do not) by every caller, so that each entry of the index is looked up.
+func indexGrid() []map[string]any {
+	var out []map[string]any
+	for _, agent := range []string{"researcher", "editor", ""} {
+		for _, ref := range []string{fsRef, "tools/clock", "tools/shell", "tools/unclassified", "lush://writer", "mcp://docs"} {
+			for _, name := range []string{"read_file", "write_file", "list_directory", "move_file", ""} {
+				for _, p := range []map[string]any{alice(), {"id": "user:carol", "groups": []any{}}, {"id": "user:dave", "groups": []any{}},
+					{"id": "user:olga", "groups": []any{"group:ops"}}, {"id": "serviceaccount:orchestrator", "groups": []any{}}} {
+					out = append(out, map[string]any{"action": "tools/call", "principal": p, "agent": agent, "chain": []any{agent},
+						"depth": 1, "live_writes": false, "tool": map[string]any{"ref": ref, "name": name}})
+				}
+			}
+		}
+	}
+	return out
+}
+
+// thinIndex removes, at random, agents, refs, names and principals from a compiled index
+// (each entry kept with probability 4/5).
+func thinIndex(r *rand.Rand, v any) any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		return v
+	}
+	out := map[string]any{}
+	for k, x := range m {
+		if k != "names" && k != "other" && k != "read" && k != "execute" && k != "risk" && r.Intn(5) == 0 {
+			continue
+		}
+		out[k] = thinIndex(r, x)
+	}
+	return out
+}
+
+// fastReadByRules is fast_read as it was before data.lush.index: the agent, capability,
+// privilege and class checks by the rules over data.lush.project. With the compiled index,
+// fast_read must hold exactly when it does; with a partial or no index, only when it does.
+const fastReadByRules = `package lush.fastcheck
+
+import data.lush.authz
+
+by_rules if {
+	input.action == "tools/call"
+	c := authz.class_entry
+	c.access == "read"
+	not input.tool.access == "write"
+	authz.has_agent_execute
+	grant
+	e := data.lush.project.agents[authz.agent_name].tools[authz.tool_ref]
+	is_object(e)
+	name := input.tool.name
+	is_string(name)
+	only := object.get(e, "only", [name])
+	is_array(only)
+	name in only
+	object.get(e, "access", "read") in {"read", "write"}
+	authz.input_ok
+	c.risk in {"read", "write", "network", "destructive"}
+	not c.risk in authz.approval_risks
+	object.get(input.tool, "arguments_valid", null) in {null, true}
+	object.get(input.tool, "refusal", null) in {null, ""}
+	authz.depth_within
+	not authz.rate_limited
+	not authz.budget_exhausted
+	not authz.approval_granted
+	not authz.project_entry_given
+}
+
+grant if {
+	grants := data.lush.project.grants[authz.tool_ref]
+	some p in authz.principals
+	some g in grants[p]
+	is_object(g)
+	only := object.get(g, "only", [authz.tool_name])
+	is_array(only)
+	authz.tool_name in only
+	object.get(g, "access", "read") in {"read", "write"}
+}
+`
+
+func testFastPath(t *testing.T, variant, src string, n int) {
+	data := fastPathData(t, variant, rand.New(rand.NewSource(int64(len(src)))))
+	{
+		{
+			mods := merge(parseFiles(t, Library()), projectModule(t, "fastcheck", fastReadByRules))
 			if src != "" {
 				mods = merge(mods, projectModule(t, "corp", src))
 			}
@@ -1416,6 +1573,7 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 					no_fast_read := data.lush.authz.decision with data.lush.authz.fast_read as false
 					fast_applies := [x | data.lush.authz.nothing_denies; x := true]
 					fast_read := [x | data.lush.authz.fast_read; x := true]
+					by_rules := [x | data.lush.fastcheck.by_rules; x := true]
 					fast_deny := [x | data.lush.authz.fast_deny; x := true]
 					other_deny := data.lush.authz.deny
 					privilege_ok := [x | data.lush.authz.privilege_ok; x := true]
@@ -1437,8 +1595,14 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 			r := rand.New(rand.NewSource(20260106))
 			fast, fastRead, fastDeny := 0, 0, 0
 			outcomes := map[string]int{}
-			for range n {
-				in := enforcementShape(r, randomInput(r))
+			grid := indexGrid()
+			for i := range n + len(grid) {
+				var in map[string]any
+				if i < len(grid) {
+					in = grid[i]
+				} else {
+					in = enforcementShape(r, randomInput(r))
+				}
 				if r.Intn(3) == 0 {
 					in["environment"] = []any{"prod", "dev", 3}[r.Intn(3)]
 				}
@@ -1453,6 +1617,10 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				}
 				if jsonOf(b["fast"]) != jsonOf(b["no_fast_read"]) {
 					t.Fatalf("input %s:\nwith fast_read %s\nwithout it    %s", jsonOf(in), jsonOf(b["fast"]), jsonOf(b["no_fast_read"]))
+				}
+				byIndex, byRules := len(b["fast_read"].([]any)) == 1, len(b["by_rules"].([]any)) == 1
+				if byIndex && !byRules || variant == "compiled index" && byIndex != byRules {
+					t.Fatalf("input %s: fast_read %v with the %s, %v by the rules", jsonOf(in), byIndex, variant, byRules)
 				}
 				if len(b["fast_read"].([]any)) == 1 {
 					fastRead++
@@ -1488,10 +1656,16 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				outcomes[obj(b["fast"])["outcome"].(string)]++
 			}
 			t.Logf("%d inputs, %d on a fast path, %d decided by fast_read, %d by fast_deny; outcomes %v", n, fast, fastRead, fastDeny, outcomes)
+			if variant == "no index" && fastRead > 0 {
+				t.Errorf("fast_read decided %d calls without an index", fastRead)
+			}
+			if variant != "compiled index" {
+				fastRead = n // fewer, or none
+			}
 			if fast < n/10 || fastRead < n/100 || fastDeny < n/50 || outcomes["deny"] < n/10 {
 				t.Errorf("random inputs exercise too little: %d on a fast path, %d by fast_read, %d by fast_deny, outcomes %v", fast, fastRead, fastDeny, outcomes)
 			}
-		})
+		}
 	}
 }
 
@@ -1751,5 +1925,28 @@ func TestEmbeddedFiles(t *testing.T) {
 	}
 	for name := range embedded {
 		t.Errorf("%s embedded but not on disk", name)
+	}
+}
+
+// TestFixtureIndexIsIndexOfProject: the Rego tests' index fixture is authz.Index of their
+// project fixture, as the compiler would write it.
+func TestFixtureIndexIsIndexOfProject(t *testing.T) {
+	pq, err := rego.New(
+		rego.Query(`project := data.lush.authz_test.project; index := data.lush.authz_test.index`),
+		rego.Compiler(compileModules(t, parseFiles(t, append(Library(), Tests()...)))),
+	).PrepareForEval(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs, err := pq.Eval(context.Background())
+	if err != nil || len(rs) != 1 {
+		t.Fatalf("%v %v", rs, err)
+	}
+	var project any
+	if err := json.Unmarshal([]byte(jsonOf(rs[0].Bindings["project"])), &project); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := jsonOf(rs[0].Bindings["index"]), jsonOf(authz.Index(project)); got != want {
+		t.Fatalf("fixtures_test.rego's index\n%s\nauthz.Index(project)\n%s", got, want)
 	}
 }

@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/bundle"
+
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/policies/authz"
 )
@@ -60,6 +62,14 @@ var decisionInputs = []authz.Input{
 		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "create_directory"}, Arguments: map[string]any{"path": "drafts/x"}},
 	{Action: "tools/call", Principal: authz.Principal{ID: "user:zed", Groups: []string{}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
 		Tool: &authz.Tool{Ref: "tools/clock", Name: ""}},
+	// Reads the index (data.lush.index) admits through a group, a service account and "other"
+	// names, and one it does not (no grant for the caller).
+	{Action: "tools/call", Principal: authz.Principal{ID: "serviceaccount:digest-bot", Groups: []string{}}, Agent: "orchestrator", Chain: []string{"orchestrator"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "list_directory"}, Arguments: map[string]any{"path": "data"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:bob", Groups: []string{"group:engineering"}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "tools/clock", Name: "now"}},
+	{Action: "tools/call", Principal: authz.Principal{ID: "user:zed", Groups: []string{"group:contractors"}}, Agent: "researcher", Chain: []string{"researcher"}, Depth: 1,
+		Tool: &authz.Tool{Ref: "mcp://npx/@modelcontextprotocol/server-filesystem", Name: "read_text_file"}, Arguments: map[string]any{"path": "data/q3.md"}},
 }
 
 // buildQuickstart builds examples/quickstart into a temporary directory and returns the bundle
@@ -89,7 +99,8 @@ func lushDecision(t *testing.T, e *authz.Engine, in authz.Input) map[string]any 
 	return m
 }
 
-// TestOPAEvalLoadsBundle: `opa eval -b` over the built bundle gives the decisions Lush gives.
+// TestOPAEvalLoadsBundle: `opa eval -b` over the built bundle gives the decisions Lush gives,
+// and so it does over the bundle without its index (data.lush.index, the fast path's lookups).
 func TestOPAEvalLoadsBundle(t *testing.T) {
 	opa := opaBinary(t)
 	path, res := buildQuickstart(t)
@@ -97,6 +108,26 @@ func TestOPAEvalLoadsBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	b, err := bundle.NewReader(bytes.NewReader(res.Bundle)).WithSkipBundleVerification(true).Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	delete(b.Data["lush"].(map[string]any), "index")
+	var buf bytes.Buffer
+	if err := bundle.NewWriter(&buf).Write(b); err != nil {
+		t.Fatal(err)
+	}
+	noIndex := filepath.Join(t.TempDir(), "no-index.tar.gz")
+	if err := os.WriteFile(noIndex, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{path, noIndex} {
+		evalMatchesLush(t, opa, path, eng)
+	}
+}
+
+func evalMatchesLush(t *testing.T, opa, path string, eng *authz.Engine) {
+	t.Helper()
 	for i, in := range decisionInputs {
 		inputFile := filepath.Join(t.TempDir(), "input.json")
 		data, _ := json.Marshal(in)
@@ -117,7 +148,7 @@ func TestOPAEvalLoadsBundle(t *testing.T) {
 		}
 		got := result.Result[0].Expressions[0].Value
 		if want := lushDecision(t, eng, in); !reflect.DeepEqual(got, want) {
-			t.Errorf("input %d: opa eval = %v\nlush = %v", i, got, want)
+			t.Errorf("%s, input %d: opa eval = %v\nlush = %v", filepath.Base(path), i, got, want)
 		}
 	}
 }

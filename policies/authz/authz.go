@@ -136,6 +136,9 @@ func newEngine(ctx context.Context, b *bundle.Bundle, c config) (*Engine, error)
 	if data == nil {
 		data = map[string]any{}
 	}
+	if err := CheckIndex(b); err != nil {
+		return nil, fmt.Errorf("prepare bundle %s: %w", short(rev), err)
+	}
 	// The store hands out AST values, so that lookups into the project are not converted
 	// from Go values on every decision.
 	store := inmem.NewFromObjectWithOpts(data, inmem.OptReturnASTValuesOnRead(true))
