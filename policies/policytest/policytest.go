@@ -114,7 +114,8 @@ func Run(ctx context.Context, bundleData []byte, tests []TestFile, opts Options)
 	}
 	timeout := cmp.Or(opts.Timeout, 10*time.Second)
 	cov := cover.New()
-	results, err := runTests(ctx, comp, modules, b.Data, timeout, opts.Run, cov, false)
+	data := withoutIndex(b.Data)
+	results, err := runTests(ctx, comp, modules, data, timeout, opts.Run, cov, false)
 	if err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func Run(ctx context.Context, bundleData []byte, tests []TestFile, opts Options)
 	}
 	where := map[string]string{}
 	if len(failing) > 0 {
-		traced, err := runTests(ctx, comp, modules, b.Data, timeout, "^("+strings.Join(failing, "|")+")$", nil, true)
+		traced, err := runTests(ctx, comp, modules, data, timeout, "^("+strings.Join(failing, "|")+")$", nil, true)
 		if err != nil {
 			return nil, err
 		}
@@ -246,4 +247,24 @@ func (r *Report) coverage(rep cover.Report, project map[string]*ast.Module) {
 	if total > 0 {
 		r.Coverage = 100 * float64(covered) / float64(total)
 	}
+}
+
+// withoutIndex returns the bundle's data without data.lush.index. The index is what the compiler
+// derives from data.lush.project so that the decision's fast path is a few lookups; a test that
+// mocks the project (with data.lush.project.grants as …) would otherwise be decided from the
+// compiled project's index. Without it the full rules decide, which give the same decisions for
+// the compiled project (the engine's differential tests) and follow the mocks.
+func withoutIndex(data map[string]any) map[string]any {
+	lush, ok := data["lush"].(map[string]any)
+	if !ok {
+		return data
+	}
+	if _, ok := lush["index"]; !ok {
+		return data
+	}
+	out := maps.Clone(data)
+	l := maps.Clone(lush)
+	delete(l, "index")
+	out["lush"] = l
+	return out
 }
