@@ -129,7 +129,7 @@ fast_read if fast_read_risk
 # deny): Lush's engine refuses a bundle whose index is not, and so does the
 # build. A test that mocks part of data.lush.project over a compiled bundle
 # must turn the index off too (with data.lush.index as {}), or the fast path
-# reads the compiled project's index (lushctl test leaves the index out).
+# reads the compiled project's index (lushctl policy test leaves the index out).
 fast_read_risk := r if {
 	input.action == "tools/call"
 	not input.tool.access == "write"
