@@ -25,12 +25,13 @@ decision := {
 	"stub": false,
 	"approval_required": false,
 	"access": "read",
-	"risk": fast_read_risk, # effective_risk when fast_read holds
+	"risk": r, # effective_risk when fast_read holds
 	"reasons": [],
 	"approvals": [],
 	"rules": ["lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant"],
 } if {
-	fast_read
+	r := fast_read
+	is_string(r) # false when a test turns the fast path off (with fast_read as false)
 } else := {
 	"allow": false,
 	"outcome": "deny",
@@ -113,11 +114,12 @@ nothing_denies if {
 # allowlist entry and a grant at read or write admitting the tool (capability_ok
 # and privilege_ok for a read); execute on the agent; a depth within max_depth
 # (depth_within);
-# no schema verdict, refusal, rate limit, exhausted budget or granted approval
-# (which would add lush.approval.granted); no project denial, approval or stub.
-fast_read if fast_read_risk
-
-# fast_read_risk: the call's risk (class_entry.risk) when fast_read holds. The
+# no schema verdict, refusal, rate limit, exhausted budget or approved approval
+# (which might add lush.approval.granted); no project denial, approval or stub.
+# Its value is the call's risk (class_entry.risk), which the decision reads
+# (one rule reference rather than two). It may hold for fewer inputs than
+# these conditions describe (absent or null groups, live_writes: the branches
+# below decide those), never for more. The
 # agent, capability, privilege and class checks are lookups into
 # data.lush.index, which the compiler derives from data.lush.project
 # (authz.Index): read[agent][ref] holds, per tool name ("other" for the names
@@ -130,25 +132,62 @@ fast_read if fast_read_risk
 # build. A test that mocks part of data.lush.project over a compiled bundle
 # must turn the index off too (with data.lush.index as {}), or the fast path
 # reads the compiled project's index (lushctl policy test leaves the index out).
-fast_read_risk := r if {
+fast_read := r if {
 	input.action == "tools/call"
-	not input.tool.access == "write"
 	name := input.tool.name
 	is_string(name)
 	ix := data.lush.index.read[input.agent][input.tool.ref]
 	e := object.get(ix.names, name, ix.other)
 	r := e.risk # only an entry that admits the name has one
-	input_ok
+
+	# input.tool is an object here (object.get errors on other values)
+	object.get(input.tool, "access", null) in {null, "", "read"}
+
+	# input_ok's first body, inline and narrower: agent_name and tool_ref hold
+	# as the index has no "" key; groups, chain, depth and live_writes must be
+	# present (absent or null ones take the branches below).
+	id := input.principal.id
+	is_string(id)
+	regex.match(`^(user|group|serviceaccount):[\s\S]`, id)
+	gs := input.principal.groups
+	is_array(gs)
+	every g in gs {
+		is_string(g)
+		startswith(g, "group:") # regex ^group:[\s\S]
+		g != "group:"
+	}
+	object.get(input.tool, "risk", null) in {null, "", "read", "write", "network", "destructive"}
+	is_array(input.chain)
+	every x in input.chain {
+		is_string(x)
+	}
+	is_number(input.depth)
+	is_boolean(input.live_writes)
+
 	principal_in(e.principals)
 	principal_in(data.lush.index.execute[input.agent])
 	object.get(input.tool, "arguments_valid", null) in {null, true}
 	object.get(input.tool, "refusal", null) in {null, ""}
-	depth_within
-	not rate_limited
-	not budget_exhausted
-	not approval_granted
+	count(input.chain) <= max_depth # depth_within, inline
+	input.depth <= max_depth
+	not call_extras
 	not project_entry_given
 }
+
+# call_extras: a rate limit, a budget or an approval that fast_read leaves to
+# the branches below: rate_limited and budget_exhausted (limits.rego) inline,
+# and any approved approval (approval_granted needs one, and more).
+call_extras if {
+	input.rate_limit != null
+	not rate_limit_clear
+}
+
+call_extras if {
+	type_name(input.budget) != "null"
+	not budget_clear
+}
+
+call_extras if input.approval.status == "approved"
 
 # fast_deny: a well-formed tools/call that one of the agent, capability and
 # privilege rules (call_deny) denies, with none of the inputs that only other
@@ -198,22 +237,9 @@ depth_within if {
 # stub, without normalizing the entries: project_entries (project.rego) is
 # empty exactly for the values set(), [], false and {}.
 project_entry_given if {
+	some kind in ["deny", "approval", "stub"] # one body: fewer evaluations than three
 	some name
-	v := data.lush.policies[name].deny
-	not endswith(name, "_test")
-	not v in {set(), [], false, {}}
-}
-
-project_entry_given if {
-	some name
-	v := data.lush.policies[name].approval
-	not endswith(name, "_test")
-	not v in {set(), [], false, {}}
-}
-
-project_entry_given if {
-	some name
-	v := data.lush.policies[name].stub
+	v := data.lush.policies[name][kind]
 	not endswith(name, "_test")
 	not v in {set(), [], false, {}}
 }

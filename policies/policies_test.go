@@ -1421,6 +1421,7 @@ func TestFastPathMatchesFullEvaluation(t *testing.T) {
 				n /= 3
 			}
 			t.Run(variant+"/"+name, func(t *testing.T) {
+				t.Parallel() // each has its own evaluator, data and random source
 				testFastPath(t, variant, src, n)
 			})
 		}
@@ -1496,6 +1497,54 @@ func indexGrid() []map[string]any {
 	return out
 }
 
+// mutatedReads are reads that fast_read decides, each with one field it reads (or one the
+// well-formedness check reads) removed or replaced by a value of another type or form: the
+// decision must be the full evaluation's, whether or not fast_read holds.
+func mutatedReads() []map[string]any {
+	const absent = "<absent>"
+	values := []any{absent, nil, 0, 1.5, "", "x", true, false, []any{}, []any{"x"}, []any{1}, map[string]any{},
+		"group:", "group:x", "user:", "user:x", "serviceaccount:x", "read", "write", "tools/call", "researcher", 99,
+		// Approvals, rate limits and budgets of each outcome.
+		map[string]any{"status": "approved", "id": "a1", "approved_by": "user:carol"}, map[string]any{"status": "approved"},
+		map[string]any{"exceeded": false}, map[string]any{"exceeded": true}, map[string]any{"exhausted": false}, map[string]any{"exhausted": true}}
+	// set returns a copy of m with the value at path replaced (a nested copy; absent deletes).
+	var set func(m map[string]any, path []string, v any) map[string]any
+	set = func(m map[string]any, path []string, v any) map[string]any {
+		out := with(m)
+		if len(path) > 1 {
+			inner, _ := out[path[0]].(map[string]any)
+			out[path[0]] = set(inner, path[1:], v)
+			return out
+		}
+		if v == absent {
+			delete(out, path[0])
+		} else {
+			out[path[0]] = v
+		}
+		return out
+	}
+	paths := [][]string{{"action"}, {"agent"}, {"principal"}, {"principal", "id"}, {"principal", "groups"},
+		{"tool"}, {"tool", "ref"}, {"tool", "name"}, {"tool", "access"}, {"tool", "risk"}, {"tool", "arguments_valid"},
+		{"tool", "refusal"}, {"chain"}, {"depth"}, {"live_writes"}, {"rate_limit"}, {"budget"}, {"approval"}}
+	var out []map[string]any
+	for _, p := range []map[string]any{alice(), {"id": "user:olga", "groups": []any{"group:ops"}}} {
+		base := map[string]any{"action": "tools/call", "principal": p, "agent": "researcher", "chain": []any{"researcher"},
+			"depth": 1, "live_writes": false, "tool": map[string]any{"ref": fsRef, "name": "read_file"}}
+		for _, path := range paths {
+			for _, v := range values {
+				out = append(out, set(base, path, v))
+			}
+		}
+		// One element of the groups or the chain of another type or form.
+		for _, v := range values[1:] {
+			out = append(out, set(base, []string{"principal", "groups"}, []any{"group:engineering", v}))
+			out = append(out, set(base, []string{"chain"}, []any{v}))
+		}
+		out = append(out, set(base, []string{"depth"}, 6), set(base, []string{"chain"}, []any{"a", "b", "c", "d", "e", "f"}))
+	}
+	return out
+}
+
 // thinIndex removes, at random, agents, refs, names and principals from a compiled index
 // (each entry kept with probability 4/5).
 func thinIndex(r *rand.Rand, v any) any {
@@ -1536,6 +1585,8 @@ by_rules if {
 	name in only
 	object.get(e, "access", "read") in {"read", "write"}
 	authz.input_ok
+	is_array(input.principal.groups) # fast_read wants the fields every enforcement point sends
+	is_boolean(input.live_writes)
 	c.risk in {"read", "write", "network", "destructive"}
 	not c.risk in authz.approval_risks
 	object.get(input.tool, "arguments_valid", null) in {null, true}
@@ -1544,6 +1595,7 @@ by_rules if {
 	not authz.rate_limited
 	not authz.budget_exhausted
 	not authz.approval_granted
+	not input.approval.status == "approved" # not even one approval_granted rejects
 	not authz.project_entry_given
 }
 
@@ -1596,6 +1648,9 @@ func testFastPath(t *testing.T, variant, src string, n int) {
 			fast, fastRead, fastDeny := 0, 0, 0
 			outcomes := map[string]int{}
 			grid := indexGrid()
+			if variant == "compiled index" {
+				grid = append(grid, mutatedReads()...)
+			}
 			for i := range n + len(grid) {
 				var in map[string]any
 				if i < len(grid) {

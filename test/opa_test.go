@@ -108,7 +108,15 @@ func TestOPAEvalLoadsBundle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := bundle.NewReader(bytes.NewReader(res.Bundle)).WithSkipBundleVerification(true).Read()
+	for _, path := range []string{path, withoutIndex(t, res.Bundle)} {
+		evalMatchesLush(t, opa, path, eng)
+	}
+}
+
+// withoutIndex writes the bundle without data.lush.index and returns its path.
+func withoutIndex(t *testing.T, raw []byte) string {
+	t.Helper()
+	b, err := bundle.NewReader(bytes.NewReader(raw)).WithSkipBundleVerification(true).Read()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,9 +129,88 @@ func TestOPAEvalLoadsBundle(t *testing.T) {
 	if err := os.WriteFile(noIndex, buf.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	for _, path := range []string{path, noIndex} {
-		evalMatchesLush(t, opa, path, eng)
+	return noIndex
+}
+
+// TestOPAEvalOddInputs: plain `opa eval` over the built bundle decides an allowed read (which
+// the fast path, fast_read, decides) with one field it reads removed or of another type or form
+// as it does over the bundle without its index (where the fast path never applies).
+func TestOPAEvalOddInputs(t *testing.T) {
+	opa := opaBinary(t)
+	path, res := buildQuickstart(t)
+	const absent = "<absent>"
+	values := []any{absent, nil, 0, 1.5, "", "x", true, false, []any{}, []any{"x"}, []any{1}, map[string]any{},
+		"group:", "group:engineering", "user:", "user:bob", "read", "write", "tools/call", "researcher", 99,
+		// Approvals, rate limits and budgets of each outcome.
+		map[string]any{"status": "approved", "id": "a1", "approved_by": "user:carol"}, map[string]any{"status": "approved"},
+		map[string]any{"exceeded": false}, map[string]any{"exceeded": true}, map[string]any{"exhausted": false}, map[string]any{"exhausted": true}}
+	base := func() map[string]any {
+		return map[string]any{"action": "tools/call", "agent": "researcher", "chain": []any{"researcher"}, "depth": 1, "live_writes": false,
+			"principal": map[string]any{"id": "user:bob", "groups": []any{"group:engineering"}},
+			"tool":      map[string]any{"ref": "mcp://npx/@modelcontextprotocol/server-filesystem", "name": "read_text_file"},
+			"arguments": map[string]any{"path": "data/q3.md"}}
 	}
+	set := func(outer, field string, v any) map[string]any {
+		in := base()
+		m := in
+		if outer != "" {
+			m = in[outer].(map[string]any)
+		}
+		if v == absent {
+			delete(m, field)
+		} else {
+			m[field] = v
+		}
+		return in
+	}
+	cases := []any{base()}
+	for _, f := range [][2]string{{"", "action"}, {"", "agent"}, {"", "principal"}, {"principal", "id"}, {"principal", "groups"},
+		{"", "tool"}, {"tool", "ref"}, {"tool", "name"}, {"tool", "access"}, {"tool", "risk"}, {"tool", "arguments_valid"},
+		{"tool", "refusal"}, {"", "chain"}, {"", "depth"}, {"", "live_writes"}, {"", "rate_limit"}, {"", "budget"}, {"", "approval"}} {
+		for _, v := range values {
+			cases = append(cases, set(f[0], f[1], v))
+		}
+	}
+	for _, v := range values[1:] {
+		cases = append(cases, set("principal", "groups", []any{"group:engineering", v}), set("", "chain", []any{v}))
+	}
+	cases = append(cases, set("", "depth", 6), set("", "chain", []any{"a", "b", "c", "d", "e", "f"}))
+	inputFile := filepath.Join(t.TempDir(), "cases.json")
+	data, _ := json.Marshal(map[string]any{"cases": cases})
+	os.WriteFile(inputFile, data, 0o644)
+	decide := func(path string) []any {
+		out, err := exec.Command(opa, "eval", "--bundle", path, "--input", inputFile, "--format", "json",
+			"[d | some x in input.cases; d := data.lush.authz.decision with input as x]").CombinedOutput()
+		if err != nil {
+			t.Fatalf("opa eval: %v\n%s", err, out)
+		}
+		var result struct {
+			Result []struct {
+				Expressions []struct {
+					Value []any `json:"value"`
+				} `json:"expressions"`
+			} `json:"result"`
+		}
+		if err := json.Unmarshal(out, &result); err != nil || len(result.Result) != 1 || len(result.Result[0].Expressions[0].Value) != len(cases) {
+			t.Fatalf("opa eval output: %v\n%.2000s", err, out)
+		}
+		return result.Result[0].Expressions[0].Value
+	}
+	got, want := decide(path), decide(withoutIndex(t, res.Bundle))
+	if got[0].(map[string]any)["outcome"] != "allow" {
+		t.Fatalf("the unchanged read is not allowed: %v", got[0])
+	}
+	allowed := 0
+	for i := range cases {
+		if !reflect.DeepEqual(got[i], want[i]) {
+			c, _ := json.Marshal(cases[i])
+			t.Errorf("input %s:\nwith the index %v\nwithout it     %v", c, got[i], want[i])
+		}
+		if got[i].(map[string]any)["outcome"] == "allow" {
+			allowed++
+		}
+	}
+	t.Logf("%d inputs, %d allowed", len(cases), allowed)
 }
 
 func evalMatchesLush(t *testing.T, opa, path string, eng *authz.Engine) {
