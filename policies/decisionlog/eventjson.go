@@ -3,6 +3,7 @@ package decisionlog
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -55,7 +56,7 @@ func encodeEventFast(e *Event) (string, bool) {
 		buf.WriteString("null")
 	} else {
 		buf.WriteByte('{')
-		for i, k := range sortedKeys(e.Bundles) {
+		for i, k := range slices.Sorted(maps.Keys(e.Bundles)) {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
@@ -71,7 +72,7 @@ func encodeEventFast(e *Event) (string, bool) {
 		buf.WriteString("null")
 	} else {
 		buf.WriteByte('{')
-		for i, k := range sortedKeys(e.Metrics) {
+		for i, k := range slices.Sorted(maps.Keys(e.Metrics)) {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
@@ -210,7 +211,7 @@ func (w *eventWriter) stringMap(m map[string]string) {
 		return
 	}
 	w.buf.WriteByte('{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range slices.Sorted(maps.Keys(m)) {
 		if i > 0 {
 			w.buf.WriteByte(',')
 		}
@@ -421,13 +422,4 @@ func (c *compactor) literal(lit string) bool {
 	c.i += len(lit)
 	c.dst = append(c.dst, lit...)
 	return true
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
