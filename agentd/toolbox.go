@@ -3,6 +3,7 @@ package agentd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -20,8 +21,8 @@ import (
 
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/mcpmeta"
 	"github.com/lush-agents/lush/internal/telemetry"
-	"github.com/lush-agents/lush/internal/upstream"
 )
 
 // tokenTTL is how long a delegation token lives; a new one is signed when less than
@@ -154,7 +155,11 @@ func (b *toolbox) call(ctx context.Context, call *model.ToolCall) (ToolCall, *mo
 	start := time.Now()
 	resp, err := callTool(ctx, b.cl, b.info, &b.nextID, real, args)
 	tc.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	var unanswered *unansweredError
 	switch {
+	case errors.As(err, &unanswered):
+		tc.Status, tc.Error = "error", err.Error()
+		out.IsError, out.Output = true, errorOutput("tool_error", tc.Error, nil)
 	case err != nil:
 		tc.Status, tc.Error = "error", "the gateway could not be reached: "+err.Error()
 		out.IsError, out.Output = true, errorOutput("unavailable", tc.Error, nil)
@@ -209,7 +214,7 @@ func callTool(ctx context.Context, cl *client.Client, info mcp.Implementation, i
 		if err != nil {
 			return nil, fmt.Errorf("encode the call of %s: %w", name, err)
 		}
-		stamped, header, err := upstream.Stamp(cl.ProtocolVersion(), info, agentCapabilities(), "tools/call", raw, nil)
+		stamped, header, err := mcpmeta.Stamp(cl.ProtocolVersion(), info, agentCapabilities(), "tools/call", raw, nil)
 		if err != nil {
 			return nil, err
 		}
@@ -229,18 +234,23 @@ func callTool(ctx context.Context, cl *client.Client, info mcp.Implementation, i
 			return resp, nil
 		}
 		if round == maxInputRounds {
-			return nil, fmt.Errorf("the server of %s asked for input more than %d times", name, maxInputRounds)
+			return nil, &unansweredError{fmt.Sprintf("the tool %s asked for input more than %d times", name, maxInputRounds)}
 		}
 		answers := map[string]any{}
 		for id, req := range ask.InputRequests {
 			if req.Method != string(mcp.MethodElicitationCreate) {
-				return nil, fmt.Errorf("the server of %s asked for %s, which an agent does not answer", name, req.Method)
+				return nil, &unansweredError{fmt.Sprintf("the tool %s asked for %s, which an agent does not answer", name, req.Method)}
 			}
 			answers[id] = map[string]any{"action": mcp.ElicitationResponseActionDecline}
 		}
 		params["inputResponses"], params["requestState"] = answers, ask.RequestState
 	}
 }
+
+// unansweredError ends a call whose tool asked for something agentd does not answer.
+type unansweredError struct{ msg string }
+
+func (e *unansweredError) Error() string { return e.msg }
 
 // toolResult is the part of an MCP tools/call result agentd reads.
 type toolResult struct {

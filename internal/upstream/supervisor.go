@@ -18,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/mcpmeta"
 )
 
 // Supervision defaults.
@@ -145,10 +146,10 @@ type conn struct {
 // carry their protocol metadata.
 func (c *conn) modern() bool { return mcp.IsModernProtocol(c.version) }
 
-// send sends one request on c within ctx, as the protocol version wants it (see Stamp). cl is
+// send sends one request on c within ctx, as the protocol version wants it (see mcpmeta.Stamp). cl is
 // the call it is, or nil for Lush's own requests.
 func (c *conn) send(ctx context.Context, cl *call, id mcp.RequestId, method string, params json.RawMessage, tool *mcp.Tool) (*transport.JSONRPCResponse, error) {
-	params, header, err := Stamp(c.version, ClientInfo, ForwardedCapabilities(), method, params, tool)
+	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, ForwardedCapabilities(), method, params, tool)
 	if err != nil {
 		return nil, err
 	}
