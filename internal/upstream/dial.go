@@ -97,7 +97,7 @@ func dial(ctx context.Context, t *manifest.Tool, o DialOptions, listen bool) (*c
 		}
 		c, err = client.NewSSEMCPClient(t.Remote.URL, opts...)
 	case t.Remote != nil:
-		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(o.Headers), transport.WithHTTPBasicClient(&http.Client{Transport: httpTransport}),
+		opts := []transport.StreamableHTTPCOption{transport.WithHTTPHeaders(o.Headers), transport.WithHTTPBasicClient(&http.Client{Transport: notFoundAsError{httpTransport}}),
 			transport.WithHTTPLogger(discardLogger)}
 		if o.Timeout > 0 {
 			opts = append(opts, transport.WithHTTPTimeout(o.Timeout))

@@ -139,6 +139,7 @@ type conn struct {
 	inflight sync.Map // upstream progress token or request id -> Notify
 	calls    calls    // the calls in flight
 	asking   chan struct{}
+	subs     subscriptions // 2026-07-28: the resources the listen stream asks updates of
 	refresh  chan struct{}
 }
 
@@ -279,6 +280,9 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 		c.inflight.Store(key, notify)
 		defer c.inflight.Delete(key)
 	}
+	if c.modern() && (method == string(mcp.MethodResourcesSubscribe) || method == string(mcp.MethodResourcesUnsubscribe)) {
+		return s.subscribe(c, method, params)
+	}
 	var tool *mcp.Tool
 	if c.modern() && method == string(mcp.MethodToolsCall) {
 		tool = s.headerTool(params)
@@ -409,7 +413,15 @@ func (s *Server) run(ctx context.Context) {
 		s.mu.Unlock()
 		s.changed()
 		upSince := time.Now()
+		stopListening := func() {}
+		if c.modern() {
+			lctx, cancel := context.WithCancel(ctx)
+			listening := make(chan struct{})
+			go func() { defer close(listening); s.listen(lctx, c) }()
+			stopListening = func() { cancel(); <-listening }
+		}
 		reason := s.monitor(ctx, c)
+		stopListening()
 		s.mu.Lock()
 		s.conn = nil
 		s.state.Restarts++
@@ -461,7 +473,7 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 	if err != nil {
 		return nil, Lists{}, err
 	}
-	c := &conn{c: cl, version: init.ProtocolVersion, asking: make(chan struct{}, maxAsking), refresh: make(chan struct{}, 1)}
+	c := &conn{c: cl, version: init.ProtocolVersion, asking: make(chan struct{}, maxAsking), subs: newSubscriptions(), refresh: make(chan struct{}, 1)}
 	cl.OnNotification(func(n mcp.JSONRPCNotification) { s.onNotification(c, n) })
 	if b, ok := cl.GetTransport().(transport.BidirectionalInterface); ok {
 		b.SetRequestHandler(s.serverRequests(c))
