@@ -53,6 +53,10 @@ type DialOptions struct {
 	// ProtocolVersion pins the MCP version to ask for; empty asks for LatestProtocolVersion and
 	// falls back to the handshake. A version before 2026-07-28 skips server/discover.
 	ProtocolVersion string
+
+	// sse, when set, answers the requests a server sends on an HTTP+SSE stream (the supervisor
+	// sets its handler once connected).
+	sse *sseRequests
 }
 
 // Dial connects to the server t, negotiates the protocol version (server/discover for 2026-07-28,
@@ -91,7 +95,12 @@ func dial(ctx context.Context, t *manifest.Tool, o DialOptions, listen bool) (*c
 		}
 		c, err = client.NewStdioMCPClientWithOptions(cmd.Path, nil, cmd.Args, opts...)
 	case t.Remote != nil && t.Remote.Transport == "sse":
-		opts := []transport.ClientOption{transport.WithHeaders(o.Headers), transport.WithHTTPClient(&http.Client{Transport: httpTransport})}
+		var rt http.RoundTripper = httpTransport
+		if o.sse != nil {
+			o.sse.next, o.sse.headers = httpTransport, o.Headers
+			rt = o.sse
+		}
+		opts := []transport.ClientOption{transport.WithHeaders(o.Headers), transport.WithHTTPClient(&http.Client{Transport: rt})}
 		if o.Timeout > 0 {
 			opts = append(opts, transport.WithResponseTimeout(o.Timeout))
 		}

@@ -469,7 +469,9 @@ func (s *Server) changed() {
 func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
-	cl, init, err := Dial(ctx, s.tool, s.opts.Dial)
+	dialOpts := s.opts.Dial
+	dialOpts.sse = &sseRequests{}
+	cl, init, err := Dial(ctx, s.tool, dialOpts)
 	if err != nil {
 		return nil, Lists{}, err
 	}
@@ -478,6 +480,7 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 	if b, ok := cl.GetTransport().(transport.BidirectionalInterface); ok {
 		b.SetRequestHandler(s.serverRequests(c))
 	}
+	dialOpts.sse.setHandler(s.serverRequests(c))
 	lists, err := s.fetchLists(ctx, c, init)
 	if err != nil {
 		cl.Close()
