@@ -53,3 +53,30 @@ func Stamp(version string, info mcp.Implementation, caps mcp.ClientCapabilities,
 	}
 	return stamped, header, nil
 }
+
+// WithLogLevel asks, from 2026-07-28 on, for the log messages (notifications/message) of a
+// request at level and above, unless params' _meta names a level already: that version sends
+// none without one (earlier versions send them until logging/setLevel says otherwise).
+func WithLogLevel(version string, params json.RawMessage, level mcp.LoggingLevel) (json.RawMessage, error) {
+	if !mcp.IsModernProtocol(version) {
+		return params, nil
+	}
+	fields := map[string]json.RawMessage{}
+	if len(params) > 0 && string(params) != "null" {
+		if err := json.Unmarshal(params, &fields); err != nil {
+			return nil, fmt.Errorf("params must be a JSON object: %w", err)
+		}
+	}
+	meta := map[string]json.RawMessage{}
+	if raw, ok := fields["_meta"]; ok && string(raw) != "null" {
+		if err := json.Unmarshal(raw, &meta); err != nil {
+			return nil, fmt.Errorf("params._meta must be a JSON object: %w", err)
+		}
+	}
+	if _, ok := meta[mcp.MetaKeyLogLevel]; ok {
+		return params, nil
+	}
+	meta[mcp.MetaKeyLogLevel], _ = json.Marshal(level)
+	fields["_meta"], _ = json.Marshal(meta)
+	return json.Marshal(fields)
+}

@@ -73,3 +73,22 @@ func TestStamp(t *testing.T) {
 		})
 	}
 }
+
+func TestWithLogLevel(t *testing.T) {
+	for _, tc := range []struct{ name, version, params, want string }{
+		{"legacy is untouched", "2025-11-25", `{"name":"x"}`, `{"name":"x"}`},
+		{"asked for", "2026-07-28", `{"name":"x"}`, `{"_meta":{"io.modelcontextprotocol/logLevel":"debug"},"name":"x"}`},
+		{"no params", "2026-07-28", ``, `{"_meta":{"io.modelcontextprotocol/logLevel":"debug"}}`},
+		{"the caller's level stays", "2026-07-28", `{"_meta":{"io.modelcontextprotocol/logLevel":"error"}}`, `{"_meta":{"io.modelcontextprotocol/logLevel":"error"}}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := mcpmeta.WithLogLevel(tc.version, json.RawMessage(tc.params), mcp.LoggingLevelDebug)
+			if err != nil || string(got) != tc.want {
+				t.Errorf("got %s, %v; want %s", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := mcpmeta.WithLogLevel("2026-07-28", json.RawMessage(`"x"`), mcp.LoggingLevelDebug); err == nil {
+		t.Error("params that are not an object were accepted")
+	}
+}

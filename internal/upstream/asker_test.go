@@ -42,12 +42,13 @@ func serveAskStdioIfRequested() {
 //	ask {kind, tag}  sends sampling/createMessage, elicitation/create or roots/list (kind) carrying
 //	                 tag, and returns the answer as text, or "refused: <error>"
 //	client {}        returns what the server knows of its client: {"capabilities", "name", "protocol"}
+//	log {}           sends a log message (notifications/message) about the call
 //	needs_input {}   returns an input_required result (2026-07-28)
 func askServer() *server.MCPServer {
 	s := server.NewMCPServer("ask-server", "1.0.0", server.WithToolCapabilities(false),
 		//lint:ignore SA1019 the server under test sends server-initiated requests at every version, as older servers do
 		server.WithLegacyServerInitiatedRequests(),
-		server.WithCacheHints(60_000, mcp.CacheScopePublic))
+		server.WithCacheHints(60_000, mcp.CacheScopePublic), server.WithLogging())
 	s.AddTool(mcp.NewTool("ask", mcp.WithString("kind", mcp.Required()), mcp.WithString("tag", mcp.Required())),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			tag := req.GetString("tag", "")
@@ -93,6 +94,10 @@ func askServer() *server.MCPServer {
 		}
 		b, _ := json.Marshal(out)
 		return mcp.NewToolResultText(string(b)), nil
+	})
+	s.AddTool(mcp.NewTool("log"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		err := s.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelError, "ask-server", "a log line"))
+		return mcp.NewToolResultText(fmt.Sprint("logged ", err)), nil
 	})
 	s.AddTool(mcp.NewTool("needs_input"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return server.NewInputRequestBuilder("state-1").Elicit("confirm", mcp.ElicitationParams{Message: "Sure?",
@@ -390,6 +395,13 @@ func TestProtocolNegotiation(t *testing.T) {
 			}
 			if !modern {
 				return
+			}
+			// 2026-07-28 sends a call's log messages only when its _meta asks for them.
+			var logs []string
+			notify := func(method string, params json.RawMessage) { logs = append(logs, method+" "+string(params)) }
+			if _, err := s.Request(ctx, "tools/call", json.RawMessage(`{"name":"log","arguments":{}}`), "", notify); err != nil ||
+				len(logs) != 1 || !strings.Contains(logs[0], "a log line") {
+				t.Errorf("log messages of a call: %v, %v", logs, err)
 			}
 			raw, err := s.Request(ctx, "tools/call", json.RawMessage(`{"name":"needs_input","arguments":{}}`), "", nil)
 			if err != nil {

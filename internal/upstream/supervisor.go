@@ -283,6 +283,12 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 	if c.modern() && (method == string(mcp.MethodResourcesSubscribe) || method == string(mcp.MethodResourcesUnsubscribe)) {
 		return s.subscribe(c, method, params)
 	}
+	if notify != nil { // 2026-07-28 sends log messages only when asked to; earlier versions always do
+		var err error
+		if params, err = mcpmeta.WithLogLevel(c.version, params, mcp.LoggingLevelDebug); err != nil {
+			return nil, &RPCError{Code: codeInvalidParams, Message: method + ": " + err.Error()}
+		}
+	}
 	var tool *mcp.Tool
 	if c.modern() && method == string(mcp.MethodToolsCall) {
 		tool = s.headerTool(params)
