@@ -443,7 +443,7 @@ func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 		status.Revision = s.hash
 	}
 	for ref, st := range g.pool.States() {
-		status.Upstreams[ref] = upstreamDoc{Up: st.Up, Restarts: st.Restarts, Error: st.LastError}
+		status.Upstreams[ref] = upstreamDoc{Up: st.Up, Restarts: st.Restarts, Error: st.LastError, Protocol: st.Protocol}
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
@@ -454,6 +454,7 @@ type upstreamDoc struct {
 	Up       bool   `json:"up"`
 	Restarts int    `json:"restarts"`
 	Error    string `json:"error,omitempty"`
+	Protocol string `json:"protocol,omitempty"` // the MCP version spoken with it
 }
 
 // writeError answers with a JSON-RPC error body, which MCP clients show.
