@@ -1,10 +1,13 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
 	"sync"
 
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -126,31 +129,78 @@ func (s *Server) serverRequests(c *conn) transport.RequestHandler {
 		}
 		select {
 		case c.asking <- struct{}{}:
-			defer func() { <-c.asking }()
 		default:
 			return refuse(codeInternal, "%s: too many requests from this server are waiting for their clients (at most %d)", req.Method, maxAsking)
 		}
-		// The Asker sees the call's context (its values and its end), and stops also when the
-		// transport gives up on this request.
+		if c.answer != nil {
+			// Answered apart, bounded only by the call: the transport would give the answer
+			// 30 seconds, too few for a person to fill in a form.
+			go func() {
+				defer func() { <-c.asking }()
+				c.answer(cl.ctx, s.ask(cl.ctx, cl, req, params))
+			}()
+			return nil, nil
+		}
+		defer func() { <-c.asking }()
+		// The Asker also stops when the transport gives up on this request, and sees when that is.
 		askCtx, cancel := context.WithCancel(cl.ctx)
+		if d, ok := ctx.Deadline(); ok {
+			askCtx, cancel = context.WithDeadline(cl.ctx, d)
+		}
 		defer cancel()
 		stop := context.AfterFunc(ctx, cancel)
 		defer stop()
-		res, err := cl.asker(askCtx, req.Method, params)
-		if err != nil {
-			var rpc *RPCError
-			if errors.As(err, &rpc) {
-				var data any
-				if len(rpc.Data) > 0 {
-					data = rpc.Data
-				}
-				return transport.NewJSONRPCErrorResponse(req.ID, rpc.Code, rpc.Message, data), nil
+		return s.ask(askCtx, cl, req, params), nil
+	}
+}
+
+// ask has the Asker of call cl answer req within ctx (which carries the call's values, and ends
+// with it), and returns the answer for the server: its result, or its error as a JSON-RPC error
+// (an *RPCError keeps its code).
+func (s *Server) ask(ctx context.Context, cl *call, req transport.JSONRPCRequest, params json.RawMessage) *transport.JSONRPCResponse {
+	res, err := cl.asker(ctx, req.Method, params)
+	if err != nil {
+		var rpc *RPCError
+		if errors.As(err, &rpc) {
+			var data any
+			if len(rpc.Data) > 0 {
+				data = rpc.Data
 			}
-			return transport.NewJSONRPCErrorResponse(req.ID, codeInternal, req.Method+": "+err.Error(), nil), nil
+			return transport.NewJSONRPCErrorResponse(req.ID, rpc.Code, rpc.Message, data)
 		}
-		if len(res) == 0 {
-			res = json.RawMessage(`{}`)
+		return transport.NewJSONRPCErrorResponse(req.ID, codeInternal, req.Method+": "+err.Error(), nil)
+	}
+	if len(res) == 0 {
+		res = json.RawMessage(`{}`)
+	}
+	return transport.NewJSONRPCResultResponse(req.ID, res)
+}
+
+// postAnswer returns how the answer to a request of a streamable HTTP server is sent on its own:
+// POSTed to the server's URL on the connection's session, as mcp-go's transport does.
+func postAnswer(url string, headers map[string]string, session func() string, version string) func(context.Context, *transport.JSONRPCResponse) {
+	client := &http.Client{Transport: httpTransport}
+	return func(ctx context.Context, resp *transport.JSONRPCResponse) {
+		body, err := json.Marshal(resp)
+		if err != nil {
+			return
 		}
-		return transport.NewJSONRPCResultResponse(req.ID, res), nil
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return
+		}
+		for k, v := range headers {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if id := session(); id != "" {
+			req.Header.Set(mcp.HeaderSessionID, id)
+		}
+		req.Header.Set(mcp.HeaderProtocolVersion, version)
+		if res, err := client.Do(req); err == nil {
+			io.Copy(io.Discard, io.LimitReader(res.Body, 1<<16))
+			res.Body.Close()
+		}
 	}
 }

@@ -41,14 +41,14 @@ func serveAskStdioIfRequested() {
 //
 //	ask {kind, tag}  sends sampling/createMessage, elicitation/create or roots/list (kind) carrying
 //	                 tag, and returns the answer as text, or "refused: <error>"
-//	client {}        returns what the server knows of its client: {"capabilities", "name", "protocol"}
-//	log {}           sends a log message (notifications/message) about the call
+//	client {}        returns what the server knows of its client: {"capabilities", "name", "protocol",
+//	                 "logLevel" (2026-07-28: the level of log messages the call asked for)}
 //	needs_input {}   returns an input_required result (2026-07-28)
 func askServer() *server.MCPServer {
 	s := server.NewMCPServer("ask-server", "1.0.0", server.WithToolCapabilities(false),
 		//lint:ignore SA1019 the server under test sends server-initiated requests at every version, as older servers do
 		server.WithLegacyServerInitiatedRequests(),
-		server.WithCacheHints(60_000, mcp.CacheScopePublic), server.WithLogging())
+		server.WithCacheHints(60_000, mcp.CacheScopePublic))
 	s.AddTool(mcp.NewTool("ask", mcp.WithString("kind", mcp.Required()), mcp.WithString("tag", mcp.Required())),
 		func(ctx context.Context, req mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			tag := req.GetString("tag", "")
@@ -88,16 +88,12 @@ func askServer() *server.MCPServer {
 	s.AddTool(mcp.NewTool("client"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		out := map[string]any{"protocol": server.RequestProtocolVersion(ctx)}
 		if info := server.RequestProtocolInfoFromContext(ctx); info != nil && info.Modern {
-			out["capabilities"], out["name"] = info.ClientCapabilities, info.ClientInfo.Name
+			out["capabilities"], out["name"], out["logLevel"] = info.ClientCapabilities, info.ClientInfo.Name, info.LogLevel
 		} else if sess, ok := server.ClientSessionFromContext(ctx).(server.SessionWithClientInfo); ok {
 			out["capabilities"], out["name"] = sess.GetClientCapabilities(), sess.GetClientInfo().Name
 		}
 		b, _ := json.Marshal(out)
 		return mcp.NewToolResultText(string(b)), nil
-	})
-	s.AddTool(mcp.NewTool("log"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-		err := s.SendLogMessageToClient(ctx, mcp.NewLoggingMessageNotification(mcp.LoggingLevelError, "ask-server", "a log line"))
-		return mcp.NewToolResultText(fmt.Sprint("logged ", err)), nil
 	})
 	s.AddTool(mcp.NewTool("needs_input"), func(ctx context.Context, _ mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return server.NewInputRequestBuilder("state-1").Elicit("confirm", mcp.ElicitationParams{Message: "Sure?",
@@ -187,9 +183,10 @@ func callText(ctx context.Context, s *upstream.Server, name string, args map[str
 // answerer is an Asker that answers every kind of request with the tag it was asked about,
 // prefixed with its own name, and records what it was asked.
 type answerer struct {
-	name  string
-	mu    sync.Mutex
-	asked []string
+	name     string
+	mu       sync.Mutex
+	asked    []string
+	deadline time.Time // of the last request's context
 	// hold, when not nil, is closed when the first request arrives; the answer then waits for
 	// release.
 	hold, release chan struct{}
@@ -211,6 +208,7 @@ func (a *answerer) ask(ctx context.Context, method string, params json.RawMessag
 	}
 	a.mu.Lock()
 	a.asked = append(a.asked, method+" "+tag)
+	a.deadline, _ = ctx.Deadline()
 	a.mu.Unlock()
 	if a.hold != nil {
 		close(a.hold)
@@ -261,7 +259,8 @@ func TestServerRequestsReachTheirCall(t *testing.T) {
 		{"stdio 2026-07-28", stdioTool, "", mcp.ProtocolVersion20260728, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := startServer(t, tc.tool, upstream.Options{Dial: upstream.DialOptions{Resolver: resolver, ProtocolVersion: tc.version}})
+			s := startServer(t, tc.tool, upstream.Options{Dial: upstream.DialOptions{Resolver: resolver, ProtocolVersion: tc.version},
+				CallTimeout: 5 * time.Minute})
 			if got := s.Protocol(); got != tc.protocol {
 				t.Fatalf("protocol = %q, want %q", got, tc.protocol)
 			}
@@ -269,11 +268,18 @@ func TestServerRequestsReachTheirCall(t *testing.T) {
 			defer cancel()
 
 			// One call: every kind of request reaches its Asker, and the answer reaches the server.
+			long, cancelLong := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancelLong()
 			for kind, want := range map[string]string{"sampling": "solo:s1", "elicitation": `accept {"answer":"solo:s1"}`, "roots": "solo"} {
 				a := &answerer{name: "solo"}
-				got, err := callText(upstream.WithAsker(ctx, a.ask), s, "ask", map[string]any{"kind": kind, "tag": "s1"})
+				got, err := callText(upstream.WithAsker(long, a.ask), s, "ask", map[string]any{"kind": kind, "tag": "s1"})
 				if err != nil || got != want {
 					t.Errorf("%s: result %q, %v; want %q (asked %v)", kind, got, err, want, a.questions())
+				}
+				// A person may take their time: the Asker has as long as the call (5 minutes here),
+				// not the 30 seconds mcp-go's HTTP transport gives a request it handles.
+				if left := time.Until(a.deadline); left < 4*time.Minute {
+					t.Errorf("%s: the Asker had %s to answer", kind, left.Round(time.Second))
 				}
 			}
 
@@ -396,12 +402,17 @@ func TestProtocolNegotiation(t *testing.T) {
 			if !modern {
 				return
 			}
-			// 2026-07-28 sends a call's log messages only when its _meta asks for them.
-			var logs []string
-			notify := func(method string, params json.RawMessage) { logs = append(logs, method+" "+string(params)) }
-			if _, err := s.Request(ctx, "tools/call", json.RawMessage(`{"name":"log","arguments":{}}`), "", notify); err != nil ||
-				len(logs) != 1 || !strings.Contains(logs[0], "a log line") {
-				t.Errorf("log messages of a call: %v, %v", logs, err)
+			// 2026-07-28 sends a call's log messages only when its _meta asks for them: a call that
+			// takes notifications asks for them all, one that does not, for none.
+			for notify, want := range map[bool]string{true: `"logLevel":"debug"`, false: `"logLevel":""`} {
+				var n upstream.Notify
+				if notify {
+					n = func(string, json.RawMessage) {}
+				}
+				raw, err := s.Request(ctx, "tools/call", json.RawMessage(`{"name":"client","arguments":{}}`), "", n)
+				if err != nil || !strings.Contains(string(raw), strings.ReplaceAll(want, `"`, `\"`)) {
+					t.Errorf("notify %v: the server saw %s, %v; want %s", notify, raw, err, want)
+				}
 			}
 			raw, err := s.Request(ctx, "tools/call", json.RawMessage(`{"name":"needs_input","arguments":{}}`), "", nil)
 			if err != nil {

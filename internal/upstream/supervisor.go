@@ -140,7 +140,10 @@ type conn struct {
 	calls    calls    // the calls in flight
 	asking   chan struct{}
 	subs     subscriptions // 2026-07-28: the resources the listen stream asks updates of
-	refresh  chan struct{}
+	// answer, when set, sends the answer to a server request itself (streamable HTTP, whose
+	// transport would give it 30 seconds).
+	answer  func(context.Context, *transport.JSONRPCResponse)
+	refresh chan struct{}
 }
 
 // modern reports whether the connection speaks 2026-07-28 or later: stateless requests that
@@ -487,6 +490,9 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 		b.SetRequestHandler(s.serverRequests(c))
 	}
 	dialOpts.sse.setHandler(s.serverRequests(c))
+	if h, ok := cl.GetTransport().(*transport.StreamableHTTP); ok {
+		c.answer = postAnswer(s.tool.Remote.URL, dialOpts.Headers, h.GetSessionId, c.version)
+	}
 	lists, err := s.fetchLists(ctx, c, init)
 	if err != nil {
 		cl.Close()
