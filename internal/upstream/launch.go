@@ -3,6 +3,11 @@
 // SSE. The build's reachability check and the gateway both connect through it, so a server that
 // passes the build starts the same way in production.
 //
+// It speaks every protocol version a server may: 2026-07-28 where the server offers it (each
+// request carrying its metadata, notifications on a subscriptions/listen stream), the handshake
+// versions otherwise. The requests a server sends to its client during a call (sampling,
+// elicitation, roots) are answered by that call's Asker (WithAsker).
+//
 // A stdio server runs in the project directory with an explicit, minimal environment: the
 // variables of its servers: entry plus a short list needed to find programs. It never inherits
 // the gateway's own environment, which holds credentials.
