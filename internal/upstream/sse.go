@@ -27,6 +27,7 @@ const maxSSELine = 8 << 20
 type sseRequests struct {
 	next    http.RoundTripper
 	headers map[string]string
+	working chan struct{} // bounds the requests being answered at once (more are dropped)
 
 	mu      sync.Mutex
 	handler transport.RequestHandler
@@ -138,7 +139,14 @@ func (t *sseTap) dispatch() {
 		if json.Unmarshal([]byte(data), &req) != nil {
 			return
 		}
-		go t.answer(req, t.endpoint)
+		select {
+		case t.rt.working <- struct{}{}:
+			go func() {
+				defer func() { <-t.rt.working }()
+				t.answer(req, t.endpoint)
+			}()
+		default: // a server flooding its client: the request goes unanswered
+		}
 	}
 }
 

@@ -479,7 +479,7 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
 	defer cancel()
 	dialOpts := s.opts.Dial
-	dialOpts.sse = &sseRequests{}
+	dialOpts.sse = &sseRequests{working: make(chan struct{}, 2*maxAsking)}
 	cl, init, err := Dial(ctx, s.tool, dialOpts)
 	if err != nil {
 		return nil, Lists{}, err
