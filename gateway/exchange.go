@@ -146,16 +146,20 @@ func (xs *exchanges) run(ctx context.Context, sc *serverCall, srv *upstream.Serv
 		}
 		return res, nil
 	}
-	ex, err := xs.start(sc, srv, method, params, token, notify)
+	ex, err := xs.start(sc, callIdentity(sc, method, params), notify, func(ctx context.Context, relay upstream.Notify) (json.RawMessage, error) {
+		return srv.Request(ctx, method, params, token, relay)
+	})
 	if err != nil {
 		return nil, err
 	}
 	return xs.wait(ctx, ex, sc)
 }
 
-// start runs an upstream call in a new exchange.
-func (xs *exchanges) start(sc *serverCall, srv *upstream.Server, method string, params json.RawMessage, token string, notify upstream.Notify) (*exchange, error) {
-	ex := &exchange{id: randomID(), principal: mcphttp.PrincipalDigest(sc.c.caller.ID), call: callIdentity(sc, method, params),
+// start runs an upstream call (run, given its context and what to relay its notifications to) in
+// a new exchange for the request of sc; call names the call (callIdentity); notify, when not nil,
+// takes the call's notifications for the request that started it.
+func (xs *exchanges) start(sc *serverCall, call string, notify upstream.Notify, run func(context.Context, upstream.Notify) (json.RawMessage, error)) (*exchange, error) {
+	ex := &exchange{id: randomID(), principal: mcphttp.PrincipalDigest(sc.c.caller.ID), call: call,
 		expires: xs.now().Add(xs.ttl), asked: make(chan struct{}, 1), done: make(chan struct{}), picked: make(chan struct{}),
 		sc: sc, pending: map[string]*exchangeAsk{}, busy: true}
 	xs.mu.Lock()
@@ -181,15 +185,20 @@ func (xs *exchanges) start(sc *serverCall, srv *upstream.Server, method string, 
 			delete(xs.byID, ex.id)
 			xs.mu.Unlock()
 		}()
-		relay := func(m string, p json.RawMessage) {
-			ex.mu.Lock()
-			cur := ex.sc
-			ex.mu.Unlock()
-			if notify != nil && cur == sc {
-				notify(m, p)
+		// Progress and log messages reach the client while the request that started the call
+		// waits on it; the retries carry none (their requests end at the next question).
+		var relay upstream.Notify
+		if notify != nil {
+			relay = func(m string, p json.RawMessage) {
+				ex.mu.Lock()
+				first := ex.sc == sc && ex.busy
+				ex.mu.Unlock()
+				if first {
+					notify(m, p)
+				}
 			}
 		}
-		ex.result, ex.err = srv.Request(ctx, method, params, token, relay)
+		ex.result, ex.err = run(ctx, relay)
 		close(ex.done)
 		select { // keep the result until a request takes it, or the exchange expires
 		case <-ex.picked:
