@@ -211,8 +211,17 @@ func forward(ctx context.Context, srv *upstream.Server, method string, body json
 	if err != nil {
 		return nil, forwardError(err)
 	}
+	if _, ok := needsInput(res); ok {
+		// Input requests are decided and forwarded for tools/call and prompts/get only: none
+		// reaches the client undecided.
+		return nil, mcphttp.Errorf(CodeInputNotForwarded, "the server asks the client for input to answer %s, which the gateway forwards only for tools/call and prompts/get", method)
+	}
 	return res, nil
 }
+
+// CodeInputNotForwarded answers a request whose server asks the client for input the gateway
+// does not forward (an input_required result of resources/read).
+const CodeInputNotForwarded = -32603
 
 // forwardError is the JSON-RPC error of a forwarded request that failed.
 func forwardError(err error) *mcphttp.Error {

@@ -201,3 +201,23 @@ func request(id, method string, params any) ([]byte, error) {
 // stateless reports whether a protocol version is of the stateless era (2026-07-28 on), whose
 // requests get no server-initiated requests: a server asks with an input_required result.
 func stateless(version string) bool { return version >= "2026-07-28" }
+
+// capabilities records the capabilities a legacy SSE client declares in initialize (the session
+// id carries none: the session lives on this replica) and returns the session's.
+func (ls *legacySession) capabilities(m *Message) json.RawMessage {
+	if m.Method == "initialize" {
+		var p struct {
+			Capabilities json.RawMessage `json:"capabilities"`
+		}
+		if json.Unmarshal(m.Params, &p) == nil && len(p.Capabilities) <= maxCapsBytes {
+			ls.caps.Store(&p.Capabilities)
+		}
+	}
+	if c := ls.caps.Load(); c != nil {
+		return *c
+	}
+	return nil
+}
+
+// maxCapsBytes bounds the capabilities a legacy session keeps, as a session id does.
+const maxCapsBytes = 1024

@@ -25,6 +25,9 @@ func (h askHandler) Serve(ctx context.Context, r *Request) (any, error) {
 		h.finished <- r
 		return map[string]any{}, nil
 	}
+	if r.Method == "caps" {
+		return map[string]any{"caps": r.Capabilities()}, nil
+	}
 	if r.Method != "ask" {
 		return map[string]any{}, nil
 	}
@@ -297,5 +300,29 @@ func TestAskBoundsAndCancel(t *testing.T) {
 	defer srv.asks.mu.Unlock()
 	if len(srv.asks.pending) != 0 {
 		t.Errorf("questions left waiting: %v", srv.asks.pending)
+	}
+}
+
+// A legacy SSE session keeps the capabilities its client declared in initialize, which the
+// session's later requests report (so that the handler knows what it may ask).
+func TestLegacyCapabilities(t *testing.T) {
+	_, url := askServer(t, askHandler{})
+	alice := askClient{t, url, "user:alice", "application/json, text/event-stream"}
+	path, events := alice.legacy()
+	for _, body := range []string{
+		`{"jsonrpc":"2.0","id":1,"method":"caps"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"initialize","params":{"protocolVersion":"2024-11-05","capabilities":{"sampling":{},"roots":{}}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"caps"}`,
+	} {
+		if resp := alice.post(path, "", body); resp.StatusCode != http.StatusAccepted {
+			t.Fatalf("post: %s", resp.Status)
+		}
+		got := next(t, events)
+		switch {
+		case strings.Contains(body, `"id":1`) && !strings.Contains(got, `"caps":null`):
+			t.Errorf("before initialize: %s", got)
+		case strings.Contains(body, `"id":3`) && !strings.Contains(got, `"caps":{"sampling":{},"roots":{}}`):
+			t.Errorf("after initialize: %s", got)
+		}
 	}
 }

@@ -3,16 +3,19 @@ package mcphttp
 import (
 	"context"
 	"crypto/hmac"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // legacySession is a session of the HTTP+SSE transport (MCP 2024-11-05). Its stream lives on the
 // replica that holds the connection, so its messages must reach that replica.
 type legacySession struct {
 	Session
-	principal string // digest
+	principal string                          // digest
+	caps      atomic.Pointer[json.RawMessage] // declared in initialize (ask.go)
 }
 
 // LegacySSE serves the GET stream of the HTTP+SSE transport: it creates a session and sends the
@@ -84,6 +87,7 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &Request{Session: &ls.Session, Endpoint: ls.Endpoint, Protocol: ls.Protocol, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
+	req.caps = ls.capabilities(m)
 	if m.IsResponse() {
 		s.answer(w, ls.ID, ls.principal, m) // the answer to a question of Ask
 		return
