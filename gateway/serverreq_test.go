@@ -151,11 +151,17 @@ func (a *answering) ListRoots(context.Context, mcp.ListRootsRequest) (*mcp.ListR
 // says, as alice.
 func (h *harness) answeringClient(a *answering, modern bool) *client.Client {
 	h.t.Helper()
+	return h.clientWith(modern, client.WithSamplingHandler(a), client.WithElicitationHandler(a), client.WithRootsHandler(a))
+}
+
+// clientWith connects a client of the era modern says, as alice, with opts.
+func (h *harness) clientWith(modern bool, opts ...client.ClientOption) *client.Client {
+	h.t.Helper()
 	tr, err := transport.NewStreamableHTTP(h.srv.URL+"/agents/assistant/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": aliceKey}))
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	c := client.NewClient(tr, client.WithSamplingHandler(a), client.WithElicitationHandler(a), client.WithRootsHandler(a))
+	c := client.NewClient(tr, opts...)
 	ctx := context.Background()
 	if err := c.Start(ctx); err != nil {
 		h.t.Fatal(err)
@@ -362,5 +368,50 @@ func TestRequestStateBound(t *testing.T) {
 	}
 	if out := retry(aliceKey, state, 21); out["error"] == nil {
 		t.Errorf("a requestState used again after the call ended: %v", out)
+	}
+}
+
+// A request the client did not declare never reaches it, in every combination of eras: a client
+// that declares sampling only is not asked for an elicitation (the call fails, and the
+// elicitation's decision is completed as an error), and is asked for sampling.
+func TestServerRequestNotDeclared(t *testing.T) {
+	for _, era := range []struct {
+		name                   string
+		modernClient, upstream bool
+	}{
+		{"2025-11-25 client, 2025-11-25 upstream", false, false},
+		{"2025-11-25 client, 2026-07-28 upstream", false, true},
+		{"2026-07-28 client, 2025-11-25 upstream", true, false},
+		{"2026-07-28 client, 2026-07-28 upstream", true, true},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			var ran atomic.Int32
+			h := &harness{t: t}
+			h.dir = askingProject(t, askingServer(t, era.upstream, &ran), nil)
+			h.serve(gateway.Config{})
+			a := &answering{}
+			c := h.clientWith(era.modernClient, client.WithSamplingHandler(a))
+			res, err := c.CallTool(context.Background(), mcp.CallToolRequest{Params: mcp.CallToolParams{Name: "elicit"}})
+			if (err == nil && !res.IsError) || ran.Load() != 0 || a.asked.Load() != 0 {
+				t.Errorf("elicit without the capability: %v %v; tool completed %d, client asked %d", res, err, ran.Load(), a.asked.Load())
+			}
+			if got := text(callTool(t, c, "sample", nil)); got != "sampled: Paris" {
+				t.Errorf("sample: %q", got)
+			}
+			requests, _ := serverRequestEvents(h)
+			elicitations := 0
+			for _, r := range requests {
+				if r.Event.Action != "elicitation/create" {
+					continue
+				}
+				elicitations++
+				if r.Completion == nil || r.Completion.Status != decisionlog.StatusError || !strings.Contains(r.Completion.Error, "did not declare elicitation") {
+					t.Errorf("the elicitation's decision: %s, completion %+v", r.Event.Outcome, r.Completion)
+				}
+			}
+			if elicitations != 1 {
+				t.Errorf("%d elicitation decisions in the log, want 1", elicitations)
+			}
+		})
 	}
 }
