@@ -75,6 +75,14 @@ func askingServer(t *testing.T, modern bool, ran *atomic.Int32) string {
 		}
 		return "roots: " + strings.Join(uris, ","), true
 	})
+	s.AddPrompt(mcp.NewPrompt("roots_prompt", mcp.WithPromptDescription("Asks for the client's roots.")), func(ctx context.Context, req mcp.GetPromptRequest) (*mcp.GetPromptResult, error) {
+		res := server.RootsResponse(req.Params.InputResponses, "r")
+		if res == nil {
+			return server.NewInputRequestBuilder("").Roots("r").PromptResult(), nil
+		}
+		ran.Add(1)
+		return mcp.NewGetPromptResult("roots", []mcp.PromptMessage{mcp.NewPromptMessage(mcp.RoleUser, mcp.NewTextContent("roots: "+res.Roots[0].URI))}), nil
+	})
 	var opts []server.StreamableHTTPOption
 	if !modern {
 		opts = append(opts, server.WithStreamableHTTPProtocolVersions(mcp.ProtocolVersion20251125, mcp.ProtocolVersion20250618, mcp.ProtocolVersion20250326))
@@ -411,6 +419,49 @@ func TestServerRequestNotDeclared(t *testing.T) {
 			}
 			if elicitations != 1 {
 				t.Errorf("%d elicitation decisions in the log, want 1", elicitations)
+			}
+		})
+	}
+}
+
+// A prompts/get whose server asks for the client's roots: decided, logged with the prompt's
+// decision as parent, answered, in every combination of eras.
+func TestServerRequestDuringPromptsGet(t *testing.T) {
+	for _, era := range []struct {
+		name                   string
+		modernClient, upstream bool
+	}{
+		{"2025-11-25 client, 2025-11-25 upstream", false, false},
+		{"2025-11-25 client, 2026-07-28 upstream", false, true},
+		{"2026-07-28 client, 2025-11-25 upstream", true, false},
+		{"2026-07-28 client, 2026-07-28 upstream", true, true},
+	} {
+		t.Run(era.name, func(t *testing.T) {
+			var ran atomic.Int32
+			h := &harness{t: t}
+			h.dir = askingProject(t, askingServer(t, era.upstream, &ran), nil)
+			h.serve(gateway.Config{})
+			a := &answering{}
+			c := h.answeringClient(a, era.modernClient)
+			res, err := c.GetPrompt(context.Background(), mcp.GetPromptRequest{Params: mcp.GetPromptParams{Name: "roots_prompt"}})
+			if err != nil || len(res.Messages) != 1 {
+				t.Fatalf("prompts/get: %v %v", res, err)
+			}
+			if tc, _ := res.Messages[0].Content.(mcp.TextContent); tc.Text != "roots: file:///work" || ran.Load() != 1 || a.asked.Load() != 1 {
+				t.Errorf("prompt %q; completed %d, client asked %d", tc.Text, ran.Load(), a.asked.Load())
+			}
+			prompts := map[string]bool{}
+			var roots []decisionlog.Record
+			for _, r := range h.events(decisionlog.Filter{}) {
+				switch r.Event.Action {
+				case "prompts/get":
+					prompts[r.Event.DecisionID] = true
+				case "roots/list":
+					roots = append(roots, r)
+				}
+			}
+			if len(roots) != 1 || !prompts[roots[0].Event.Parent] || roots[0].Event.Outcome != "allow" {
+				t.Errorf("roots/list decisions %+v, prompts/get decisions %v", roots, prompts)
 			}
 		})
 	}
