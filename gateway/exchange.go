@@ -140,9 +140,7 @@ func (xs *exchanges) run(ctx context.Context, sc *serverCall, srv *upstream.Serv
 			return nil, err
 		}
 		if r, ok := needsInput(res); ok {
-			if err := sc.decideInputs(ctx, r); err != nil {
-				return nil, err
-			}
+			return sc.decideInputs(ctx, res, r)
 		}
 		return res, nil
 	}

@@ -216,24 +216,45 @@ func needsInput(result json.RawMessage) (*inputRequired, bool) {
 const maxInputRequests = 16
 
 // decideInputs decides each input request of an upstream's input_required result (for a 2026-07-28
-// client, before the result reaches it). Every one must be allowed and declared by the client;
-// otherwise the error says which is not.
-func (sc *serverCall) decideInputs(ctx context.Context, r *inputRequired) error {
+// client, before the result reaches it) and returns the result to pass on. A request the policy
+// denies fails the call (the error says which). A request the client did not declare is left out
+// (the server asked for it because the gateway declares every capability it can forward; a
+// 2026-07-28 server must not ask a client for what it did not declare), and logged as such; when
+// nothing is left to ask, the call fails.
+func (sc *serverCall) decideInputs(ctx context.Context, result json.RawMessage, r *inputRequired) (json.RawMessage, error) {
 	if len(r.InputRequests) > maxInputRequests {
-		return fmt.Errorf("the server asks for %d inputs at once, more than the %d the gateway passes on", len(r.InputRequests), maxInputRequests)
+		return nil, fmt.Errorf("the server asks for %d inputs at once, more than the %d the gateway passes on", len(r.InputRequests), maxInputRequests)
 	}
+	var undeclared error
 	for _, key := range sortedKeys(r.InputRequests) {
 		var q inputRequest
 		if json.Unmarshal(r.InputRequests[key], &q) != nil {
-			return fmt.Errorf("input request %q is not a request object", key)
+			return nil, fmt.Errorf("input request %q is not a request object", key)
 		}
 		v, err := sc.decide(ctx, q.Method, q.Params)
-		if err != nil {
-			return err
+		var rpc *upstream.RPCError
+		switch {
+		case errors.As(err, &rpc) && rpc.Code == codeClientCannot && isServerRequest(q.Method):
+			delete(r.InputRequests, key)
+			undeclared = err
+		case err != nil:
+			return nil, err
+		default:
+			v.Complete(decisionlog.StatusOK, 0, nil, "") // passed on to the client
 		}
-		v.Complete(decisionlog.StatusOK, 0, nil, "") // passed on to the client
 	}
-	return nil
+	if undeclared == nil {
+		return result, nil
+	}
+	if len(r.InputRequests) == 0 {
+		return nil, undeclared
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(result, &obj); err != nil {
+		return nil, fmt.Errorf("the server's input_required result: %w", err)
+	}
+	obj["inputRequests"], _ = json.Marshal(r.InputRequests)
+	return json.Marshal(obj)
 }
 
 // fulfil answers an upstream's input_required result by asking the client (before 2026-07-28),
