@@ -139,14 +139,7 @@ func clientDeclares(caps json.RawMessage, method string, params json.RawMessage)
 
 // complete records how a server request that was allowed ended; its answer is not kept.
 func complete(v *enforce.Verdict, err error, latency time.Duration) {
-	status, _ := outcome(err)
-	var rpc *mcphttp.Error
-	switch {
-	case errors.As(err, &rpc):
-		status = decisionlog.StatusError
-	case errors.Is(err, mcphttp.ErrCannotAsk):
-		status = decisionlog.StatusError
-	}
+	status, _ := outcome(err) // the client's JSON-RPC error, or one the gateway cannot ask: error
 	errText := ""
 	if err != nil {
 		errText = err.Error()
