@@ -104,6 +104,9 @@ type Gateway struct {
 	catMu    sync.Mutex
 	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
 	subs     subscriptions
+	// exchanges hold the upstream calls of 2026-07-28 clients whose upstream asks them the old
+	// way (exchange.go).
+	exchanges *exchanges
 }
 
 // snapshot is one deployed build.
@@ -146,7 +149,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), tracing: !isNoop, catalogs: map[string]*catalog{},
-		argLimits: cfg.ArgumentLimits()}
+		argLimits: cfg.ArgumentLimits(), exchanges: newExchanges(key)}
 	workspace := opts.ProjectDir
 	if workspace != "" {
 		if workspace, err = filepath.Abs(workspace); err != nil {
@@ -188,6 +191,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		MaxStreams:           cfg.Sessions.MaxStreams,
 		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
 		SessionEnded:         g.subs.drop,
+		Stateless:            true, // 2026-07-28 clients: handler answers server/discover
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {
@@ -362,6 +366,7 @@ func (g *Gateway) Close() {
 		cancel()
 	}
 	g.transport.Close()
+	g.exchanges.Close()
 	g.pool.Close()
 	g.broker.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), notifyGrace)

@@ -3,16 +3,19 @@ package mcphttp
 import (
 	"context"
 	"crypto/hmac"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 )
 
 // legacySession is a session of the HTTP+SSE transport (MCP 2024-11-05). Its stream lives on the
 // replica that holds the connection, so its messages must reach that replica.
 type legacySession struct {
 	Session
-	principal string // digest
+	principal string                          // digest
+	caps      atomic.Pointer[json.RawMessage] // declared in initialize (ask.go)
 }
 
 // LegacySSE serves the GET stream of the HTTP+SSE transport: it creates a session and sends the
@@ -84,11 +87,14 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &Request{Session: &ls.Session, Endpoint: ls.Endpoint, Protocol: ls.Protocol, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
+	req.caps = ls.capabilities(m)
+	if m.IsResponse() {
+		s.answer(w, ls.ID, ls.principal, m) // the answer to a question of Ask
+		return
+	}
 	if !m.IsRequest() {
 		w.WriteHeader(http.StatusAccepted)
-		if m.IsNotification() {
-			s.notification(r.Context(), req)
-		}
+		s.notification(r.Context(), req)
 		return
 	}
 	if !s.startLegacy() {
@@ -112,6 +118,12 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		}
+		req.ask = s.asker(ctx, ls.ID, ls.principal, func(msg []byte) error {
+			if !s.streams.send(ls.ID, msg) {
+				return errors.New("the session's SSE stream is gone or not keeping up")
+			}
+			return nil
+		})
 		result, err := s.call(ctx, req)
 		var rpcErr *Error
 		if err != nil {
