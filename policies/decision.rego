@@ -301,6 +301,8 @@ required_rules := {
 	"approval/decide": {"lush.role.approve"},
 	"budget/read": {"lush.role.budget_read"},
 	"budget/top-up": {"lush.role.budget"},
+	"tasks/read": {"lush.acl.agent_execute", "lush.task.owner"},
+	"tasks/cancel": {"lush.acl.agent_execute", "lush.task.owner"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the

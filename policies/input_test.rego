@@ -17,6 +17,8 @@ valid_inputs := {
 	"approval/decide": approval_decide(sam, "user:alice"),
 	"budget/read": budget_read(fay),
 	"budget/top-up": budget_top_up(fay),
+	"tasks/read": task_op("tasks/read", alice, "user:alice"),
+	"tasks/cancel": task_op("tasks/cancel", alice, "user:alice"),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -115,14 +117,14 @@ test_action_problems[note] if {
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
 		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
+		"prompts/get, prompts/list, resources/list, resources/read, tasks/cancel, tasks/read, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
 		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
+		"prompts/get, prompts/list, resources/list, resources/read, tasks/cancel, tasks/read, tools/call, tools/list",
 	])}
 }
 
@@ -213,6 +215,7 @@ field_samples := {
 	"depth": [1, 2.5, "1", null, true, "<absent>"],
 	"live_writes": [true, false, "x", null, "<absent>"],
 	"loop": ["daily-digest", "", 2, null, "<absent>"],
+	"task": [{"id": "t", "principal": "", "agent": "researcher", "decision_id": "d"}, {"id": 1}, "t", null, "<absent>"],
 }
 
 with_field(base, field, "<absent>") := object.remove(base, [field])

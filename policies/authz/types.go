@@ -27,12 +27,15 @@ const (
 	// Budgets (the budgets API).
 	ActionBudgetRead  = "budget/read"   // reading budget usage
 	ActionBudgetTopUp = "budget/top-up" // adding units to a budget's current period
+
+	ActionTasksRead   = "tasks/read"   // a later read of a task a tools/call created (tasks/get, tasks/result, tasks/list)
+	ActionTasksCancel = "tasks/cancel" // cancelling a task, or answering its input requests (tasks/update)
 )
 
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
 	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide,
-	ActionBudgetRead, ActionBudgetTopUp}
+	ActionBudgetRead, ActionBudgetTopUp, ActionTasksRead, ActionTasksCancel}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.
@@ -58,6 +61,29 @@ type Input struct {
 	// apply to the call (budget.go): the policy denies it with lush.budget.exhausted when one
 	// is exhausted. Absent when no budget applies.
 	Budget *Budget `json:"budget,omitempty"`
+	// Task is set for tasks/read and tasks/cancel: the task the operation is about, as the MCP
+	// gateway recorded it when the tools/call that created it was allowed.
+	Task *Task `json:"task,omitempty"`
+}
+
+// Task is a task an upstream MCP server created for an allowed tools/call (the tasks extension):
+// who created it, where, and under which decision. Principal is "" for a task the gateway does
+// not know (or no longer knows): the policy then denies the operation.
+type Task struct {
+	ID         string `json:"id"`          // the upstream's task id
+	Principal  string `json:"principal"`   // the principal whose call created it
+	Agent      string `json:"agent"`       // the agent endpoint it was created at
+	DecisionID string `json:"decision_id"` // the decision that allowed the call
+}
+
+// value converts the task to an OPA value.
+func (t *Task) value() ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("id"), ast.StringTerm(t.ID)),
+		ast.Item(ast.InternedTerm("principal"), ast.StringTerm(t.Principal)),
+		ast.Item(ast.InternedTerm("agent"), ast.StringTerm(t.Agent)),
+		ast.Item(ast.InternedTerm("decision_id"), ast.StringTerm(t.DecisionID)),
+	)
 }
 
 // Approval tells the policy that a person approved the call.
@@ -179,6 +205,9 @@ func (in Input) valueWith(args ast.Value) (ast.Value, error) {
 	}
 	if in.Budget != nil {
 		obj.Insert(ast.InternedTerm("budget"), ast.NewTerm(in.Budget.value()))
+	}
+	if in.Task != nil {
+		obj.Insert(ast.InternedTerm("task"), ast.NewTerm(in.Task.value()))
 	}
 	return obj, nil
 }
