@@ -104,6 +104,7 @@ type Gateway struct {
 	catMu    sync.Mutex
 	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
 	subs     subscriptions
+	tasks    taskStore // the tasks created through this replica (tasks.go)
 }
 
 // snapshot is one deployed build.
@@ -158,6 +159,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.subs.init()
+	g.tasks.init()
 	g.notifier = approval.NewNotifier(cfg.Approvals.Notify, opts.Logger, func(ok bool) {
 		if opts.Metrics != nil {
 			opts.Metrics.Approvals.WithLabelValues(map[bool]string{true: "notified", false: "notify_failed"}[ok]).Inc()
@@ -207,6 +209,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		Logger:            opts.Logger,
 		OnChange:          g.upstreamChanged,
 		OnResourceUpdated: g.resourceUpdated,
+		OnTaskStatus:      g.taskStatus,
 		OnRestart: func(ref string) {
 			if g.metrics != nil {
 				g.metrics.UpstreamRestarts.WithLabelValues(ref).Inc()

@@ -58,6 +58,8 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 		return call.getPrompt(ctx)
 	case "completion/complete":
 		return call.complete(ctx)
+	case "tasks/get", "tasks/result", "tasks/update", "tasks/cancel", "tasks/list":
+		return call.task(ctx)
 	}
 	return nil, mcphttp.Errorf(mcphttp.CodeMethodNotFound, "method %q is not supported", req.Method)
 }
@@ -69,7 +71,7 @@ func (h *handler) Notification(_ context.Context, req *mcphttp.Request) {
 }
 
 func (g *Gateway) initialize(req *mcphttp.Request) any {
-	return map[string]any{
+	res := map[string]any{
 		"protocolVersion": req.Protocol,
 		"capabilities": map[string]any{
 			"tools":       map[string]any{"listChanged": true},
@@ -82,6 +84,8 @@ func (g *Gateway) initialize(req *mcphttp.Request) any {
 		"instructions": fmt.Sprintf("Tools of agent %q, through the Lush gateway. Every call is checked by policy; "+
 			"write tools may answer with a stub (nothing executed) unless live writes are on.", req.Endpoint),
 	}
+	g.addTasksCapability(res["capabilities"].(map[string]any), req)
+	return res
 }
 
 // call is the context of one request at an agent endpoint.

@@ -41,6 +41,9 @@ type Options struct {
 	OnChange func(ref string)
 	// OnResourceUpdated is called for notifications/resources/updated.
 	OnResourceUpdated func(ref, uri string)
+	// OnTaskStatus is called for task status notifications (notifications/tasks/status of
+	// 2025-11-25, notifications/tasks of the 2026-07-28 tasks extension) with their params.
+	OnTaskStatus func(ref string, params json.RawMessage)
 	// OnRestart is called each time the server is started again after being lost.
 	OnRestart func(ref string)
 	// Label names a private server's principal in log messages.
@@ -538,6 +541,10 @@ func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
 		select {
 		case c.refresh <- struct{}{}:
 		default:
+		}
+	case "notifications/tasks/status", "notifications/tasks":
+		if s.opts.OnTaskStatus != nil {
+			s.opts.OnTaskStatus(s.tool.Ref, params)
 		}
 	case "notifications/resources/updated":
 		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok && s.opts.OnResourceUpdated != nil {
