@@ -191,7 +191,7 @@ const quickstart = `{"lush": {"project": {
     "daily-digest": {"agent": "helper", "run_as": "serviceaccount:digest-bot",
                      "acl": {"execute": {"group:ops": true}, "read": {"group:everyone": true}}}
   },
-  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}, "budget": {"group:finance": true}},
+  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}, "budget": {"group:finance": true}, "tasks": {"group:ops": true}},
   "grants": {
     "mcp://npx/@modelcontextprotocol/server-filesystem": {
       "group:engineering": [{"access": "read"}],
@@ -598,13 +598,13 @@ var (
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.tool.refused", "lush.rate.limited", "lush.default.deny",
 		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
-		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read",
+		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read", "lush.task.not_owner",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
 		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
 		"lush.writes.stub", "lush.approval.risk", "lush.approval.granted", "lush.role.approve", "lush.role.approval_read",
-		"lush.role.budget", "lush.role.budget_read",
+		"lush.role.budget", "lush.role.budget_read", "lush.task.owner",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.
@@ -949,7 +949,8 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	action, _ := in["action"].(string)
 	isTool := slices.Contains(toolActions, action)
 	isContent := slices.Contains(contentActions, action)
-	isAgent := isTool || isContent || action == "agent/invoke"
+	isTask := action == "tasks/read" || action == "tasks/cancel"
+	isAgent := isTool || isContent || isTask || action == "agent/invoke"
 	isLoop := action == "loop/trigger" || action == "loop/read"
 	isAudit := action == "audit/read"
 	isApproval := action == "approval/read" || action == "approval/decide"
@@ -1050,6 +1051,11 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	if isLoop {
 		valid = valid && loop != ""
 	}
+	task := obj(in["task"])
+	if isTask {
+		valid = valid && task != nil && isString(task["id"]) && isString(task["principal"]) &&
+			isString(task["agent"]) && isString(task["decision_id"])
+	}
 	if !valid {
 		return res
 	}
@@ -1145,6 +1151,9 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 		allow = holds(roles["budget"]) || holds(roles["audit"])
 	case "budget/top-up":
 		allow = holds(roles["budget"])
+	case "tasks/read", "tasks/cancel":
+		creator, _ := task["principal"].(string)
+		allow = allow && (creator != "" && creator == id || holds(roles["tasks"])) && task["agent"] == agent
 	}
 	res.Allow = allow
 	if allow && action == "tools/call" {
@@ -1186,6 +1195,10 @@ func randomInput(r *rand.Rand) map[string]any {
 		{"action": "approval/decide", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
 		{"action": "budget/read", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
 		{"action": "budget/top-up", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
+		{"action": "tasks/read", "principal": alice(), "agent": "researcher", "chain": []any{"researcher"}, "depth": 1,
+			"tool": map[string]any{"ref": "mcp://docs"}, "task": map[string]any{"id": "task-1", "principal": "user:alice", "agent": "researcher", "decision_id": "d1"}},
+		{"action": "tasks/cancel", "principal": map[string]any{"id": "user:olga", "groups": []any{"group:ops", "group:engineering"}}, "agent": "researcher",
+			"task": map[string]any{"id": "task-1", "principal": "user:alice", "agent": "researcher", "decision_id": "d1"}},
 		with(readCall(), "budget", map[string]any{"exhausted": false, "budgets": []any{}}),
 		with(readCall(), "tool", map[string]any{"ref": "tools/shell"}, "approval", map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"}),
 	}
@@ -1194,7 +1207,8 @@ func randomInput(r *rand.Rand) map[string]any {
 	pools := map[string]func() any{
 		"action": func() any {
 			return pick("tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list",
-				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up", "tools/delete", 5, absent)
+				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up",
+				"tasks/read", "tasks/cancel", "tools/delete", 5, absent)
 		},
 		"principal": func() any {
 			p := map[string]any{}
@@ -1233,6 +1247,20 @@ func randomInput(r *rand.Rand) map[string]any {
 		"depth":       func() any { return pick(0, 1, 5, 6, 2.5, "1", nil, absent) },
 		"live_writes": func() any { return pick(true, false, nil, "true", absent) },
 		"loop":        func() any { return pick("daily-digest", "ghost", "", 4, absent) },
+		"task": func() any {
+			t := map[string]any{}
+			for k, v := range map[string]any{
+				"id":          pick("task-1", "", 3, absent),
+				"principal":   pick("user:alice", "user:carol", "group:engineering", "", nil, absent),
+				"agent":       pick("researcher", "editor", 1, absent),
+				"decision_id": pick("d1", 2, absent, absent),
+			} {
+				if v != absent {
+					t[k] = v
+				}
+			}
+			return pick(t, t, t, "task-1", nil, absent)
+		},
 		"environment": func() any { return pick("dev", "prod", 3, absent) },
 		"rate_limit": func() any {
 			return pick(map[string]any{"exceeded": true, "limit": "user:alice 5/s burst 10", "retry_after_ms": 200},
