@@ -1195,10 +1195,6 @@ func randomInput(r *rand.Rand) map[string]any {
 		{"action": "approval/decide", "principal": map[string]any{"id": "user:sam", "groups": []any{"group:security"}}},
 		{"action": "budget/read", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
 		{"action": "budget/top-up", "principal": map[string]any{"id": "user:fay", "groups": []any{"group:finance"}}},
-		{"action": "tasks/read", "principal": alice(), "agent": "researcher", "chain": []any{"researcher"}, "depth": 1,
-			"tool": map[string]any{"ref": "mcp://docs"}, "task": map[string]any{"id": "task-1", "principal": "user:alice", "agent": "researcher", "decision_id": "d1"}},
-		{"action": "tasks/cancel", "principal": map[string]any{"id": "user:olga", "groups": []any{"group:ops", "group:engineering"}}, "agent": "researcher",
-			"task": map[string]any{"id": "task-1", "principal": "user:alice", "agent": "researcher", "decision_id": "d1"}},
 		with(readCall(), "budget", map[string]any{"exhausted": false, "budgets": []any{}}),
 		with(readCall(), "tool", map[string]any{"ref": "tools/shell"}, "approval", map[string]any{"id": "d1", "status": "approved", "approved_by": "user:sam"}),
 	}
@@ -1207,8 +1203,7 @@ func randomInput(r *rand.Rand) map[string]any {
 	pools := map[string]func() any{
 		"action": func() any {
 			return pick("tools/call", "tools/list", "resources/read", "resources/list", "prompts/get", "prompts/list",
-				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up",
-				"tasks/read", "tasks/cancel", "tools/delete", 5, absent)
+				"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide", "budget/read", "budget/top-up", "tools/delete", 5, absent)
 		},
 		"principal": func() any {
 			p := map[string]any{}
@@ -1247,20 +1242,6 @@ func randomInput(r *rand.Rand) map[string]any {
 		"depth":       func() any { return pick(0, 1, 5, 6, 2.5, "1", nil, absent) },
 		"live_writes": func() any { return pick(true, false, nil, "true", absent) },
 		"loop":        func() any { return pick("daily-digest", "ghost", "", 4, absent) },
-		"task": func() any {
-			t := map[string]any{}
-			for k, v := range map[string]any{
-				"id":          pick("task-1", "", 3, absent),
-				"principal":   pick("user:alice", "user:carol", "group:engineering", "", nil, absent),
-				"agent":       pick("researcher", "editor", 1, absent),
-				"decision_id": pick("d1", 2, absent, absent),
-			} {
-				if v != absent {
-					t[k] = v
-				}
-			}
-			return pick(t, t, t, "task-1", nil, absent)
-		},
 		"environment": func() any { return pick("dev", "prod", 3, absent) },
 		"rate_limit": func() any {
 			return pick(map[string]any{"exceeded": true, "limit": "user:alice 5/s burst 10", "retry_after_ms": 200},
@@ -1295,6 +1276,36 @@ func randomInput(r *rand.Rand) map[string]any {
 	return in
 }
 
+// randomTaskInput is a random input (randomInput's) made an operation on a task: tasks/read or
+// tasks/cancel (or now and then not), with a random task. It has a random source of its own, so
+// that randomInput's sequence stays what the other tests have seen.
+func randomTaskInput(r *rand.Rand) map[string]any {
+	pick := func(vs ...any) any { return vs[r.Intn(len(vs))] }
+	absent := struct{}{}
+	in := randomInput(r)
+	if r.Intn(2) == 0 { // a well-formed base, so that task decisions are allowed too
+		in = map[string]any{"principal": pick(alice(), alice(), map[string]any{"id": "user:olga", "groups": []any{"group:ops", "group:engineering"}},
+			map[string]any{"id": "user:carol"}), "agent": pick("researcher", "researcher", "editor"), "chain": []any{"researcher"}, "depth": 1,
+			"tool": map[string]any{"ref": "mcp://docs"}}
+	}
+	in["action"] = pick("tasks/read", "tasks/cancel", "tasks/read", "tasks/cancel", "tools/call")
+	task := map[string]any{}
+	for k, v := range map[string]any{
+		"id":          pick("task-1", "task-1", "task-1", "task-1", "", 3, absent),
+		"principal":   pick("user:alice", "user:alice", "user:alice", "user:alice", "user:carol", "group:engineering", "", nil, absent),
+		"agent":       pick("researcher", "researcher", "researcher", "researcher", "editor", 1, absent),
+		"decision_id": pick("d1", "d1", "d1", "d1", 2, absent),
+	} {
+		if v != absent {
+			task[k] = v
+		}
+	}
+	if v := pick(task, task, task, task, "task-1", nil, absent); v != absent {
+		in["task"] = v
+	}
+	return in
+}
+
 // TestDecisionMatchesOracle compares the library with the Go oracle on random
 // inputs (fixed seed, so failures reproduce) and checks the decision contract.
 func TestDecisionMatchesOracle(t *testing.T) {
@@ -1306,6 +1317,7 @@ func TestDecisionMatchesOracle(t *testing.T) {
 		fmt.Sscan(s, &seed)
 	}
 	r := rand.New(rand.NewSource(seed))
+	tr := rand.New(rand.NewSource(seed + 1)) // task inputs
 	n := 4000
 	if testing.Short() {
 		n = 500
@@ -1322,10 +1334,13 @@ func TestDecisionMatchesOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := 0
+	allowed, tasksAllowed := 0, 0
 	outcomesSeen := map[string]int{}
-	for i := 0; i < n; i++ {
+	for i := 0; i < n+n/4; i++ {
 		in := randomInput(r)
+		if i >= n {
+			in = randomTaskInput(tr)
+		}
 		d, err := ev.decide(in)
 		if err != nil {
 			t.Fatalf("input %s: %v", jsonOf(in), err)
@@ -1354,10 +1369,16 @@ func TestDecisionMatchesOracle(t *testing.T) {
 		}
 		if got.Allow {
 			allowed++
+			if a, _ := in["action"].(string); strings.HasPrefix(a, "tasks/") {
+				tasksAllowed++
+			}
 		}
 		outcomesSeen[d["outcome"].(string)]++
 	}
-	t.Logf("%d random inputs, %d allowed, outcomes %v", n, allowed, outcomesSeen)
+	t.Logf("%d random inputs, %d allowed, outcomes %v; %d task inputs, %d allowed", n, allowed, outcomesSeen, n/4, tasksAllowed)
+	if tasksAllowed == 0 {
+		t.Error("no task operation was allowed: the task inputs test only denials")
+	}
 	if len(outcomesSeen) < 4 || allowed < n/100 {
 		t.Errorf("random inputs exercise too little: %d allowed, outcomes %v", allowed, outcomesSeen)
 	}

@@ -287,6 +287,13 @@ func (w *jsonWriter) input(in *authz.Input) {
 		w.omit(`,"error":`, b.Error)
 		w.raw("}")
 	}
+	if t := in.Task; t != nil {
+		w.field(`,"task":{"id":`, t.ID)
+		w.field(`,"principal":`, t.Principal)
+		w.field(`,"agent":`, t.Agent)
+		w.field(`,"decision_id":`, t.DecisionID)
+		w.raw("}")
+	}
 	w.raw("}")
 }
 
