@@ -123,6 +123,19 @@ type Config struct {
 	// SessionEnded, when set, is called with a session's id once it is terminated (DELETE) on
 	// this server, so that the handler lets go of what it keeps for the session.
 	SessionEnded func(id string)
+	// StreamAfter answers a tools/call of a 2025-11-25 session that the client lets stream and
+	// that is still running after this long on a resumable SSE stream (resume.go); 0 never does.
+	StreamAfter time.Duration
+	// PollAfter ends a resumable stream still open after this long; the request goes on and the
+	// client resumes with GET and Last-Event-ID. 0 never ends one early.
+	PollAfter time.Duration
+	// RetryAfter is the time a client waits before it resumes a stream (the priming event's
+	// retry field). Default 1s.
+	RetryAfter time.Duration
+	// MaxReplayStreams bounds the resumable streams kept on this server, and ReplayTTL how long
+	// one is kept after its response. Defaults DefaultMaxReplayStreams and DefaultReplayTTL.
+	MaxReplayStreams int
+	ReplayTTL        time.Duration
 	// Stateless serves the stateless requests of MCP 2026-07-28 beside sessions: the Handler
 	// then answers server/discover. Without it, such requests are answered with an
 	// UnsupportedProtocolVersionError naming the session-era versions.
@@ -143,6 +156,7 @@ type Server struct {
 	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
 	streams  *hub
 	legacy   sync.Map // legacy SSE session id -> *legacySession
+	replays  *replays // resumable response streams (resume.go)
 	asks     asks     // questions to clients waiting for an answer (ask.go)
 	ctx      context.Context
 	stop     context.CancelFunc
@@ -178,8 +192,18 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxStreamsPerSession <= 0 {
 		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
 	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.MaxReplayStreams <= 0 {
+		cfg.MaxReplayStreams = DefaultMaxReplayStreams
+	}
+	if cfg.ReplayTTL <= 0 {
+		cfg.ReplayTTL = DefaultReplayTTL
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop}
+	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop,
+		replays: &replays{max: cfg.MaxReplayStreams, ttl: cfg.ReplayTTL}}
 }
 
 // ServeHTTP serves the streamable HTTP endpoint: POST (a message), GET (a stream of server
@@ -342,6 +366,10 @@ func inflightKey(sess *Session, id json.RawMessage) string {
 // serve runs a request and writes its response: as JSON, or as an SSE stream once the handler
 // sends a notification (when the client accepts streams).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
+	if s.resumable(req, stream) {
+		s.serveResumable(w, r, req)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if !req.stateless { // a stateless request is cancelled by closing its stream, not by a notification
@@ -427,6 +455,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
 	if rpcErr != nil {
 		writeHTTPError(w, status, nil, rpcErr)
+		return
+	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		s.resume(w, r, sess, last)
 		return
 	}
 	s.stream(w, r, sess, false, nil)
