@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -258,9 +259,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	req := &Request{Endpoint: endpoint, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
 
 	header := strings.TrimSpace(r.Header.Get(HeaderProtocol))
-	if meta := readMeta(m.Params); statelessRequest(header, meta) {
-		s.postStateless(w, r, m, req, header, meta)
-		return
+	if !sessionEra(header) || bytes.Contains(m.Params, []byte(MetaProtocolVersion)) { // else no need to read _meta
+		if meta := readMeta(m.Params); statelessRequest(header, meta) {
+			s.postStateless(w, r, m, req, header, meta)
+			return
+		}
 	}
 	if rpcErr := checkStandardHeaders(r, m, false); rpcErr != nil {
 		writeHTTPError(w, http.StatusBadRequest, m.ID, rpcErr)
