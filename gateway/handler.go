@@ -101,13 +101,13 @@ func (g *Gateway) discover(req *mcphttp.Request) any {
 // discoverTTL is how long a client may reuse a server/discover result.
 const discoverTTL = time.Minute
 
-// capabilities are what an agent endpoint offers. Stateless (2026-07-28) clients get neither
-// list-change notifications nor resource subscriptions: those come on subscriptions/listen
-// streams, which the gateway does not serve.
+// capabilities are what an agent endpoint offers. Stateless (2026-07-28) clients get list
+// changes on subscriptions/listen streams, and no resource subscriptions (the transport's listen
+// streams do not establish them).
 func capabilities(stateless bool) map[string]any {
 	if stateless {
-		return map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{},
-			"logging": map[string]any{}, "completions": map[string]any{}}
+		return map[string]any{"tools": map[string]any{"listChanged": true}, "resources": map[string]any{"listChanged": true},
+			"prompts": map[string]any{"listChanged": true}, "logging": map[string]any{}, "completions": map[string]any{}}
 	}
 	return map[string]any{
 		"tools":       map[string]any{"listChanged": true},

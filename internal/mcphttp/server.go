@@ -427,6 +427,10 @@ func (s *Server) postStateless(w http.ResponseWriter, r *http.Request, m *Messag
 		}
 		return
 	}
+	if m.Method == "subscriptions/listen" {
+		s.listen(w, r, req)
+		return
+	}
 	s.serve(w, r, req, acceptsStream(r))
 }
 

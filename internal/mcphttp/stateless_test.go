@@ -314,3 +314,45 @@ func TestWithResultType(t *testing.T) {
 		}
 	}
 }
+
+// A subscriptions/listen stream opens with the acknowledgement of what was established, then
+// carries the endpoint's broadcasts the client opted in to, each tagged with the subscription's
+// id, and none of the others; it ends with the request's result when the server stops.
+func TestSubscriptionsListen(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), 0)
+	srv := NewServer(Config{Handler: &recordHandler{}, Sessions: sessions, Stateless: true, Endpoint: func(*http.Request) string { return "a" }})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///x"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
+	req.Host = "localhost"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(HeaderProtocol, "2026-07-28")
+	req.Header.Set(HeaderMethod, "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := readEvents(resp.Body)
+	ack, _ := nextEvent(t, events)
+	if !strings.Contains(ack.data, `"method":"notifications/subscriptions/acknowledged"`) || !strings.Contains(ack.data, `"notifications":{"toolsListChanged":true}`) ||
+		!strings.Contains(ack.data, `"io.modelcontextprotocol/subscriptionId":"sub-1"`) {
+		t.Fatalf("the first event is %s, want the acknowledgement of toolsListChanged alone", ack.data)
+	}
+	if n := srv.Broadcast("b", "notifications/tools/list_changed", nil); n != 0 {
+		t.Errorf("another endpoint's broadcast reached %d streams", n)
+	}
+	srv.Broadcast("a", "notifications/prompts/list_changed", nil)
+	srv.Broadcast("a", "notifications/tools/list_changed", nil)
+	changed, _ := nextEvent(t, events)
+	if !strings.Contains(changed.data, `"method":"notifications/tools/list_changed"`) || !strings.Contains(changed.data, `"io.modelcontextprotocol/subscriptionId":"sub-1"`) {
+		t.Fatalf("the stream carries %s, want the tools list change, tagged", changed.data)
+	}
+	srv.Close()
+	end, _ := nextEvent(t, events)
+	if !strings.Contains(end.data, `"id":"sub-1"`) || !strings.Contains(end.data, `"result"`) {
+		t.Errorf("the stream ends with %s, want the request's result", end.data)
+	}
+}
