@@ -387,6 +387,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, str
 		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
 	}
 	result, err := s.call(ctx, req)
+	if req.stateless && err == nil {
+		result, err = checkInputRequests(req, result)
+	}
 	out.finish(req.ID, result, err, s.cfg.Logger)
 }
 

@@ -36,6 +36,8 @@ func (h *recordHandler) Serve(_ context.Context, r *Request) (any, error) {
 		if err := r.CheckParamHeaders(json.RawMessage(paramSchema)); err != nil {
 			return nil, err
 		}
+	case "input":
+		return json.RawMessage(`{"resultType":"input_required","inputRequests":{"a":{"method":"sampling/createMessage","params":{}},"b":{"method":"elicitation/create","params":{}}}}`), nil
 	case "log":
 		for _, level := range []string{"debug", "info", "warning", "error"} {
 			r.Notify("notifications/message", map[string]any{"level": level, "data": level})
@@ -165,6 +167,8 @@ func TestStatelessRequests(t *testing.T) {
 		{"unknown method: 404", std("missing"), req("missing", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, ""},
 		{"a handler's invalid params: 200", std("fail"), req("fail", map[string]any{"_meta": meta(v)}), 200, CodeInvalidParams, ""},
 		{"a missing capability: 400", std("needs-sampling"), req("needs-sampling", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, ""},
+		{"input requests the client can answer", std("input"), req("input", map[string]any{"_meta": map[string]any{MetaProtocolVersion: v, MetaClientCapabilities: map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}}}}), 200, 0, "input_required"},
+		{"input requests the client cannot answer", std("input"), req("input", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, `"requiredCapabilities":{"elicitation":{}}`},
 		{"a response from the client", std(""), map[string]any{"jsonrpc": "2.0", "id": 7, "result": map[string]any{"_meta": meta(v)}}, 400, CodeInvalidRequest, ""},
 		{"param header matches", with(callHeaders, "Mcp-Param-Region", "eu"), call("region", map[string]any{"region": "eu", "q": "x"}, meta(v)), 200, 0, ""},
 		{"param header in lower case", with(callHeaders, "mcp-param-region", "eu"), call("region", map[string]any{"region": "eu"}, meta(v)), 200, 0, ""},
@@ -184,6 +188,12 @@ func TestStatelessRequests(t *testing.T) {
 			}
 			if id, _ := body["id"].(float64); id != 7 {
 				t.Errorf("the answer's id is %v, want 7: %s", body["id"], raw)
+			}
+			if tt.code == 0 && tt.message != "" {
+				if !strings.Contains(raw, tt.message) {
+					t.Errorf("the result does not hold %q: %s", tt.message, raw)
+				}
+				return
 			}
 			if tt.code == 0 {
 				result, _ := body["result"].(map[string]any)
