@@ -10,6 +10,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -190,6 +191,9 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		MaxStreams:           cfg.Sessions.MaxStreams,
 		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
 		SessionEnded:         g.subs.drop,
+		Stateless:            true, // 2026-07-28 clients: handler answers server/discover
+		StreamAfter:          cmp.Or(cfg.Sessions.StreamAfter, DefaultStreamAfter),
+		PollAfter:            cfg.Sessions.PollAfter,
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {

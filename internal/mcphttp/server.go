@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -45,24 +46,55 @@ type Handler interface {
 
 // Request is one request or notification from a client.
 type Request struct {
-	Session  *Session // nil for initialize
+	// Session is the request's session; nil for initialize and for stateless (2026-07-28)
+	// requests, which have none.
+	Session  *Session
 	Endpoint string
-	Protocol string // negotiated version (for initialize: the version chosen)
+	// Protocol is the request's protocol version: its session's, the one initialize chose, or
+	// the one a stateless request names.
+	Protocol string
+	// Client is the client's name and version as the client reports them (unverified): from
+	// the session, or from a stateless request's _meta.
+	Client ClientInfo
+	// LogLevel is the lowest level of the log messages a stateless request asks for ("" for
+	// none: its log messages are dropped). Session-era requests leave it empty.
+	LogLevel string
 	ID       json.RawMessage
 	Method   string
 	Params   json.RawMessage
 	HTTP     *http.Request
 
+	caps      json.RawMessage // the client's capabilities
+	stateless bool
+
 	notify func(method string, params any) error
+	ask    func(ctx context.Context, method string, params any) (json.RawMessage, error) // ask.go
 }
 
 // Notify sends a notification related to this request (progress, log messages) before its
-// response. It fails when the client does not accept a stream or the request has finished.
+// response. It fails when the client does not accept a stream or the request has finished. A
+// stateless request gets only the log messages at or above the level it asked for.
 func (r *Request) Notify(method string, params any) error {
 	if r.notify == nil {
 		return errors.New("this request cannot carry notifications")
 	}
+	if r.stateless && method == "notifications/message" && !r.wantsLog(params) {
+		return nil
+	}
 	return r.notify(method, params)
+}
+
+// Stateless reports whether the request is of MCP 2026-07-28's stateless era: it has no session
+// and carries its version, client and capabilities itself.
+func (r *Request) Stateless() bool { return r.stateless }
+
+// Capabilities returns the client's capabilities as the client declared them (a JSON object, or
+// nil when unknown): the session's, or a stateless request's own.
+func (r *Request) Capabilities() json.RawMessage {
+	if r.caps == nil && r.Session != nil {
+		return r.Session.Caps
+	}
+	return r.caps
 }
 
 // Config configures a Server.
@@ -92,7 +124,24 @@ type Config struct {
 	// SessionEnded, when set, is called with a session's id once it is terminated (DELETE) on
 	// this server, so that the handler lets go of what it keeps for the session.
 	SessionEnded func(id string)
-	Logger       *slog.Logger
+	// StreamAfter answers a tools/call of a 2025-11-25 session that the client lets stream and
+	// that is still running after this long on a resumable SSE stream (resume.go); 0 never does.
+	StreamAfter time.Duration
+	// PollAfter ends a resumable stream still open after this long; the request goes on and the
+	// client resumes with GET and Last-Event-ID. 0 never ends one early.
+	PollAfter time.Duration
+	// RetryAfter is the time a client waits before it resumes a stream (the priming event's
+	// retry field). Default 1s.
+	RetryAfter time.Duration
+	// MaxReplayStreams bounds the resumable streams kept on this server, and ReplayTTL how long
+	// one is kept after its response. Defaults DefaultMaxReplayStreams and DefaultReplayTTL.
+	MaxReplayStreams int
+	ReplayTTL        time.Duration
+	// Stateless serves the stateless requests of MCP 2026-07-28 beside sessions: the Handler
+	// then answers server/discover. Without it, such requests are answered with an
+	// UnsupportedProtocolVersionError naming the session-era versions.
+	Stateless bool
+	Logger    *slog.Logger
 }
 
 // Defaults of Config's stream bounds. An open stream costs the server a connection: two
@@ -108,6 +157,8 @@ type Server struct {
 	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
 	streams  *hub
 	legacy   sync.Map // legacy SSE session id -> *legacySession
+	replays  *replays // resumable response streams (resume.go)
+	asks     asks     // questions to clients waiting for an answer (ask.go)
 	ctx      context.Context
 	stop     context.CancelFunc
 
@@ -142,8 +193,18 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxStreamsPerSession <= 0 {
 		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
 	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.MaxReplayStreams <= 0 {
+		cfg.MaxReplayStreams = DefaultMaxReplayStreams
+	}
+	if cfg.ReplayTTL <= 0 {
+		cfg.ReplayTTL = DefaultReplayTTL
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop}
+	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop,
+		replays: &replays{max: cfg.MaxReplayStreams, ttl: cfg.ReplayTTL}}
 }
 
 // ServeHTTP serves the streamable HTTP endpoint: POST (a message), GET (a stream of server
@@ -197,6 +258,17 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	endpoint := s.cfg.Endpoint(r)
 	req := &Request{Endpoint: endpoint, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
 
+	header := strings.TrimSpace(r.Header.Get(HeaderProtocol))
+	if !sessionEra(header) || bytes.Contains(m.Params, []byte(MetaProtocolVersion)) { // else no need to read _meta
+		if meta := readMeta(m.Params); statelessRequest(header, meta) {
+			s.postStateless(w, r, m, req, header, meta)
+			return
+		}
+	}
+	if rpcErr := checkStandardHeaders(r, m, false); rpcErr != nil {
+		writeHTTPError(w, http.StatusBadRequest, m.ID, rpcErr)
+		return
+	}
 	if m.Method == "initialize" {
 		if !m.IsRequest() {
 			writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "initialize must be a request with an id"))
@@ -214,14 +286,14 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "unsupported %s %q: this server speaks %s", HeaderProtocol, v, strings.Join(ProtocolVersions, ", ")))
 		return
 	}
-	req.Session, req.Protocol = sess, sess.Protocol
+	req.Session, req.Protocol, req.Client = sess, sess.Protocol, sess.Client
 
 	switch {
 	case m.IsNotification():
 		s.notification(r.Context(), req)
 		w.WriteHeader(http.StatusAccepted)
 	case m.IsResponse():
-		w.WriteHeader(http.StatusAccepted) // answers to server requests: none are sent
+		s.answer(w, sess.ID, sess.Principal, m) // the answer to a question of Ask
 	default:
 		s.serve(w, r, req, acceptsStream(r))
 	}
@@ -266,7 +338,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *Request
 		return
 	}
 	sess.ID = id
-	req.Session = &sess
+	req.Session, req.Client, req.caps = &sess, sess.Client, p.Capabilities
 	w.Header().Set(HeaderSession, id)
 	s.serve(w, r, req, false)
 }
@@ -297,15 +369,27 @@ func inflightKey(sess *Session, id json.RawMessage) string {
 // serve runs a request and writes its response: as JSON, or as an SSE stream once the handler
 // sends a notification (when the client accepts streams).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
+	if s.resumable(req, stream) {
+		s.serveResumable(w, r, req)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	key := inflightKey(req.Session, req.ID)
-	s.inflight.Store(key, cancel)
-	defer s.inflight.Delete(key)
+	if !req.stateless { // a stateless request is cancelled by closing its stream, not by a notification
+		key := inflightKey(req.Session, req.ID)
+		s.inflight.Store(key, cancel)
+		defer s.inflight.Delete(key)
+	}
 
-	out := &responseStream{w: w, stream: stream}
+	out := &responseStream{w: w, stream: stream, stateless: req.stateless}
 	req.notify = out.notify
+	if stream && req.Session != nil && !stateless(req.Protocol) {
+		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
+	}
 	result, err := s.call(ctx, req)
+	if req.stateless && err == nil {
+		result, err = checkInputRequests(req, result)
+	}
 	out.finish(req.ID, result, err, s.cfg.Logger)
 }
 
@@ -321,7 +405,59 @@ func (s *Server) call(ctx context.Context, req *Request) (result any, err error)
 	return s.cfg.Handler.Serve(ctx, req)
 }
 
+// refuseStateless answers a GET or DELETE of a stateless client: 2026-07-28 has neither (its
+// notifications come on subscriptions/listen streams). It reports whether it answered.
+func refuseStateless(w http.ResponseWriter, r *http.Request) bool {
+	if v := strings.TrimSpace(r.Header.Get(HeaderProtocol)); sessionEra(v) {
+		return false
+	}
+	w.Header().Set("Allow", "POST")
+	writeHTTPError(w, http.StatusMethodNotAllowed, nil, Errorf(CodeInvalidRequest, "%s is not part of MCP %s: POST requests (notifications come on subscriptions/listen)", r.Method, r.Header.Get(HeaderProtocol)))
+	return true
+}
+
+// postStateless serves a POST of the stateless era: checked, then served without a session.
+func (s *Server) postStateless(w http.ResponseWriter, r *http.Request, m *Message, req *Request, header string, meta requestMeta) {
+	if status, rpcErr := s.checkStateless(r, m, header, meta); rpcErr != nil {
+		writeHTTPError(w, status, m.ID, rpcErr)
+		return
+	}
+	req.Protocol, req.Client, req.caps, req.LogLevel, req.stateless = header, meta.client, meta.caps, meta.logLevel, true
+	if m.IsNotification() {
+		w.WriteHeader(http.StatusAccepted)
+		if m.Method != "notifications/cancelled" { // closing a request's stream cancels it
+			s.cfg.Handler.Notification(r.Context(), req)
+		}
+		return
+	}
+	if m.Method == "subscriptions/listen" {
+		s.listen(w, r, req)
+		return
+	}
+	s.serve(w, r, req, acceptsStream(r))
+}
+
+// wantsLog reports whether a stateless request asked for log messages of the level params names.
+func (r *Request) wantsLog(params any) bool {
+	if r.LogLevel == "" {
+		return false
+	}
+	raw, ok := params.(json.RawMessage)
+	if !ok {
+		raw, _ = json.Marshal(params)
+	}
+	var p struct {
+		Level string `json:"level"`
+	}
+	json.Unmarshal(raw, &p)
+	level := slices.Index(logLevels, p.Level)
+	return level >= 0 && level >= slices.Index(logLevels, r.LogLevel)
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if refuseStateless(w, r) {
+		return
+	}
 	if !acceptsStream(r) {
 		writeHTTPError(w, http.StatusNotAcceptable, nil, Errorf(CodeInvalidRequest, "GET opens a stream: send Accept: text/event-stream"))
 		return
@@ -331,10 +467,17 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, status, nil, rpcErr)
 		return
 	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		s.resume(w, r, sess, last)
+		return
+	}
 	s.stream(w, r, sess, false, nil)
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	if refuseStateless(w, r) {
+		return
+	}
 	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
 	if rpcErr != nil {
 		writeHTTPError(w, status, nil, rpcErr)
