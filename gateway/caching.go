@@ -53,7 +53,8 @@ func (g *Gateway) listTTL(ref, method string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	return lists.TTL(method)
+	h, ok := lists.Cache[method]
+	return h.TTL, ok && h.TTLSet
 }
 
 // readHints sets the caching hints of a resources/read result: the server's ttlMs when it gave a
