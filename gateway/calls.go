@@ -93,7 +93,7 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		return refusal, nil
 	}
 	start := time.Now()
-	result, err := c.runCall(ctx, tc, v)
+	result, err := c.runCall(c.withTasks(ctx), tc, v)
 	if err == nil {
 		c.recordTask(tc.e, v.ID, result)
 	}

@@ -92,9 +92,13 @@ func (g *Gateway) initialize(req *mcphttp.Request) any {
 // the endpoint speaks instead of one negotiated, and the server's name in the result's _meta.
 // It is the same for every caller of the endpoint, hence public.
 func (g *Gateway) discover(req *mcphttp.Request) any {
+	caps := capabilities(true)
+	if key, tasks := g.tasksCapability(req.Endpoint, protocolTasksExtension); tasks != nil {
+		caps[key] = tasks
+	}
 	return map[string]any{
 		"supportedVersions": g.transport.SupportedVersions(),
-		"capabilities":      capabilities(true),
+		"capabilities":      caps,
 		"instructions":      instructions(req.Endpoint),
 		"ttlMs":             discoverTTL.Milliseconds(),
 		"cacheScope":        "public",

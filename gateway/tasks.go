@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -230,7 +231,7 @@ func (c *call) task(ctx context.Context) (any, error) {
 		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the task's server is not available: %v", err)
 	}
 	start := time.Now()
-	res, err := srv.Request(ctx, method, c.req.Params, "", nil)
+	res, err := srv.Request(c.withTasks(ctx), method, c.req.Params, "", nil)
 	status, rpcErr := outcome(err)
 	errText := ""
 	if err != nil {
@@ -303,9 +304,28 @@ func (c *call) listTasks(ctx context.Context) (any, error) {
 	return map[string]any{"tasks": tasks}, nil
 }
 
-// declaresTasks reports whether the request's client declared the tasks extension: in the
-// request's own _meta (2026-07-28 requests carry the client's capabilities there).
+// withTasks is the context of a request forwarded upstream for this client: one that declares
+// the tasks extension to a 2026-07-28 server when the client declared it, so that the server
+// creates tasks only for clients that can follow them.
+func (c *call) withTasks(ctx context.Context) context.Context {
+	if c.req.Protocol < protocolTasksExtension || !declaresTasks(c.req) {
+		return ctx
+	}
+	return upstream.WithClientExtensions(ctx, map[string]any{TasksExtension: map[string]any{}})
+}
+
+// declaresTasks reports whether the request's client declared the tasks extension: in its
+// capabilities (the session's, or a 2026-07-28 request's), or for this request alone in its
+// _meta.
 func declaresTasks(req *mcphttp.Request) bool {
+	var caps struct {
+		Extensions map[string]json.RawMessage `json:"extensions"`
+	}
+	if json.Unmarshal(req.Capabilities(), &caps) == nil {
+		if ext, ok := caps.Extensions[TasksExtension]; ok && string(ext) != "null" {
+			return true
+		}
+	}
 	var p struct {
 		Meta struct {
 			Caps struct {

@@ -153,7 +153,7 @@ func (c *conn) modern() bool { return mcp.IsModernProtocol(c.version) }
 // send sends one request on c within ctx, as the protocol version wants it (see mcpmeta.Stamp). cl is
 // the call it is, or nil for Lush's own requests.
 func (c *conn) send(ctx context.Context, cl *call, id mcp.RequestId, method string, params json.RawMessage, tool *mcp.Tool) (*transport.JSONRPCResponse, error) {
-	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, ForwardedCapabilities(), method, params, tool)
+	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, requestCapabilities(ctx), method, params, tool)
 	if err != nil {
 		return nil, err
 	}
