@@ -217,6 +217,8 @@ func nameField(method string) string {
 		return "name"
 	case "resources/read":
 		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension (SEP-2663)
+		return "taskId"
 	}
 	return ""
 }
