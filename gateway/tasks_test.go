@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
@@ -26,6 +27,9 @@ type taskServer struct {
 	mu    sync.Mutex
 	tasks []string
 	ops   []string // "<method> <taskId>"
+	// notify makes tasks/get answer on an SSE stream that first carries the task's status
+	// notification (notifications/tasks/status).
+	notify bool
 }
 
 func (s *taskServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -97,6 +101,13 @@ func (s *taskServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		body["error"] = rpcErr
 	} else {
 		body["result"] = result
+	}
+	if s.notify && m.Method == "tasks/get" && rpcErr == nil {
+		w.Header().Set("Content-Type", "text/event-stream")
+		status, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": task(m.Params.TaskID, "completed")})
+		answer, _ := json.Marshal(body)
+		fmt.Fprintf(w, "event: message\ndata: %s\n\nevent: message\ndata: %s\n\n", status, answer)
+		return
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(body)
@@ -273,5 +284,50 @@ func TestTasksCapabilityAndMethods(t *testing.T) {
 		if _, rpcErr := rpc(t, c, tc.method, tc.params); rpcErr == nil || rpcErr.Code != tc.code {
 			t.Errorf("%s %v: %+v, want code %d", tc.method, tc.params, rpcErr, tc.code)
 		}
+	}
+}
+
+// A task's status notifications reach the session that created the task, and no other.
+func TestTaskStatusReachesItsCreatorOnly(t *testing.T) {
+	h, up := startTasks(t, "")
+	up.mu.Lock()
+	up.notify = true
+	up.mu.Unlock()
+	listen := func(key string) (*client.Client, chan string) {
+		c := h.client("assistant", key, transport.WithContinuousListening())
+		got := make(chan string, 16)
+		c.OnNotification(func(n mcp.JSONRPCNotification) {
+			if n.Method == "notifications/tasks/status" {
+				id, _ := n.Params.AdditionalFields["taskId"].(string)
+				got <- id
+			}
+		})
+		return c, got
+	}
+	alice, aliceGot := listen(aliceKey)
+	bot, botGot := listen(botKey)
+	waitFor := func(got chan string) string {
+		select {
+		case id := <-got:
+			return id
+		case <-time.After(20 * time.Second):
+			t.Fatal("no task status notification")
+			return ""
+		}
+	}
+	mine, theirs := createTask(t, alice), createTask(t, bot)
+	if _, rpcErr := rpc(t, alice, "tasks/get", map[string]any{"taskId": mine}); rpcErr != nil {
+		t.Fatal(rpcErr.Message)
+	}
+	if id := waitFor(aliceGot); id != mine {
+		t.Fatalf("alice got the status of %q, want %q", id, mine)
+	}
+	// The bot's own task's status, after alice's in its stream's order: had alice's reached the
+	// bot, it would come first.
+	if _, rpcErr := rpc(t, bot, "tasks/get", map[string]any{"taskId": theirs}); rpcErr != nil {
+		t.Fatal(rpcErr.Message)
+	}
+	if id := waitFor(botGot); id != theirs {
+		t.Fatalf("the bot got the status of %q (alice's task is %q), want its own %q", id, mine, theirs)
 	}
 }
