@@ -294,6 +294,7 @@ func TestTaskStatusReachesItsCreatorOnly(t *testing.T) {
 	up.notify = true
 	up.mu.Unlock()
 	listen := func(key string) (*client.Client, chan string) {
+		//lint:ignore SA1019 a 2025-11-25 session's notifications come on its GET stream
 		c := h.client("assistant", key, transport.WithContinuousListening())
 		got := make(chan string, 16)
 		c.OnNotification(func(n mcp.JSONRPCNotification) {
