@@ -215,7 +215,6 @@ field_samples := {
 	"depth": [1, 2.5, "1", null, true, "<absent>"],
 	"live_writes": [true, false, "x", null, "<absent>"],
 	"loop": ["daily-digest", "", 2, null, "<absent>"],
-	"task": [{"id": "t", "principal": "", "agent": "researcher", "decision_id": "d"}, {"id": 1}, "t", null, "<absent>"],
 }
 
 with_field(base, field, "<absent>") := object.remove(base, [field])
