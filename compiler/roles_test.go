@@ -114,7 +114,7 @@ func TestRoleProblems(t *testing.T) {
 		{"undeclared service account", "roles:\n  approve: [serviceaccount:digest-bto]\n",
 			`lush.yaml:%d:13: error: roles.approve names service account "digest-bto", which lush.yaml does not declare (did you mean "digest-bot"?)`},
 		{"unknown role", "roles:\n  auditor: [user:carol]\n",
-			`lush.yaml:%d:3: error: unknown role "auditor" in roles (did you mean "audit"? (the roles are audit, approve and budget))`},
+			`lush.yaml:%d:3: error: unknown role "auditor" in roles (did you mean "audit"? (the roles are audit, approve, budget and tasks))`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

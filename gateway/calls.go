@@ -31,13 +31,15 @@ func (c *call) listTools(ctx context.Context) (any, error) {
 	}
 	cat := c.g.catalog(c.s, c.agent)
 	tools := make([]json.RawMessage, 0, len(cat.tools))
+	var refs []string // the servers of the tools listed (caching.go)
 	for _, e := range cat.tools {
 		v := c.g.enforcer.Decide(ctx, c.input(authz.ActionToolsList, &authz.Tool{Ref: e.Ref, Name: e.Upstream}))
 		if v.Allow {
 			tools = append(tools, e.Raw)
+			refs = append(refs, e.serverRef())
 		}
 	}
-	return map[string]any{"tools": tools}, nil
+	return c.listHints(map[string]any{"tools": tools}, "tools/list", refs), nil
 }
 
 // toolCall is one tools/call on its way through the gateway.
@@ -91,7 +93,10 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		return refusal, nil
 	}
 	start := time.Now()
-	result, err := c.runCall(ctx, tc, v)
+	result, err := c.runCall(c.withTasks(ctx), tc, v)
+	if err == nil {
+		c.recordTask(tc.e, v.ID, result)
+	}
 	return c.finishCall(tc, v, result, err, time.Since(start))
 }
 

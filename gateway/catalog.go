@@ -197,6 +197,15 @@ func alias(ref string) string {
 	return a
 }
 
+// serverRef is the MCP server an exposed entry comes from, "" for local and built-in tools and
+// agents.
+func (e *exposed) serverRef() string {
+	if e.Local != nil || e.Agent != "" || e.Builtin != "" {
+		return ""
+	}
+	return e.Ref
+}
+
 func objectName(raw json.RawMessage, field string) string {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(raw, &obj) != nil {

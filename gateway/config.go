@@ -71,7 +71,16 @@ type SessionsConfig struct {
 	MaxStreams           int           `yaml:"max_streams"`             // open SSE streams; default 10,000
 	MaxStreamsPerSession int           `yaml:"max_streams_per_session"` // GET streams of one session; default 4
 	MaxTerminated        int           `yaml:"max_terminated"`          // DELETEd sessions remembered until they expire; default 100,000
+	// StreamAfter: a tools/call of a 2025-11-25 session still running after this long is
+	// answered on a resumable SSE stream; default 2s. PollAfter: such a stream still open after
+	// this long is ended, the call goes on and the client resumes it (GET, Last-Event-ID) on the
+	// same replica; default 0, never.
+	StreamAfter time.Duration `yaml:"stream_after"`
+	PollAfter   time.Duration `yaml:"poll_after"`
 }
+
+// DefaultStreamAfter is sessions.stream_after's default.
+const DefaultStreamAfter = 2 * time.Second
 
 // MaxDecisionTimeout is the longest limits.decision_timeout: a call waits for its decision.
 const MaxDecisionTimeout = time.Minute
@@ -245,8 +254,8 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 0 {
 		problems = append(problems, "max_body_bytes: must be positive")
 	}
-	if ss := c.Sessions; ss.TTL < 0 || ss.MaxStreams < 0 || ss.MaxStreamsPerSession < 0 || ss.MaxTerminated < 0 {
-		problems = append(problems, "sessions: ttl, max_streams, max_streams_per_session and max_terminated must not be negative")
+	if ss := c.Sessions; ss.TTL < 0 || ss.MaxStreams < 0 || ss.MaxStreamsPerSession < 0 || ss.MaxTerminated < 0 || ss.StreamAfter < 0 || ss.PollAfter < 0 {
+		problems = append(problems, "sessions: ttl, max_streams, max_streams_per_session, max_terminated, stream_after and poll_after must not be negative")
 	}
 	if err := c.Credentials.Check(); err != nil {
 		problems = append(problems, err.Error())

@@ -49,6 +49,7 @@ func (c *call) decideContent(ctx context.Context, action, ref string) (*upstream
 // listContent merges a list method over every server the caller may read.
 func (c *call) listContent(ctx context.Context, action, method, field string) (any, error) {
 	items := []json.RawMessage{}
+	var refs []string
 	for _, srv := range c.allowedContent(ctx, action) {
 		st := srv.Lists().Capabilities
 		if st.Resources == nil {
@@ -59,14 +60,19 @@ func (c *call) listContent(ctx context.Context, action, method, field string) (a
 			continue // a server that is down offers nothing; the others still answer
 		}
 		items = append(items, list...)
+		refs = append(refs, srv.Ref())
 	}
-	return map[string]any{field: items}, nil
+	return c.listHints(map[string]any{field: items}, method, refs), nil
 }
 
 // owner finds the server a resource URI belongs to among those the caller may read: the one that
 // lists it, else one whose template matches it, else the only server with resources.
 func (c *call) owner(ctx context.Context, uri string) (*upstream.Server, bool) {
-	servers := c.allowedContent(ctx, authz.ActionResourcesRead)
+	return ownerAmong(c.allowedContent(ctx, authz.ActionResourcesRead), uri)
+}
+
+// ownerAmong is owner among the servers given.
+func ownerAmong(servers []*upstream.Server, uri string) (*upstream.Server, bool) {
 	var withResources []*upstream.Server
 	for _, srv := range servers {
 		l := srv.Lists()
@@ -94,6 +100,20 @@ func (c *call) owner(ctx context.Context, uri string) (*upstream.Server, bool) {
 	return nil, false
 }
 
+// templateOwner finds the server of a resource or URI template (a completion's ref) among those
+// the caller may read: the one that lists the template, else owner's answer for it as a URI.
+func (c *call) templateOwner(ctx context.Context, uri string) (*upstream.Server, bool) {
+	servers := c.allowedContent(ctx, authz.ActionResourcesRead)
+	for _, srv := range servers {
+		for _, t := range srv.Lists().Templates {
+			if objectName(t, "uriTemplate") == uri {
+				return srv, true
+			}
+		}
+	}
+	return ownerAmong(servers, uri)
+}
+
 func (c *call) forwardResource(ctx context.Context, method string) (any, error) {
 	uri := stringParam(params(c.req), "uri")
 	if uri == "" {
@@ -101,9 +121,30 @@ func (c *call) forwardResource(ctx context.Context, method string) (any, error) 
 	}
 	srv, ok := c.owner(ctx, uri)
 	if !ok {
-		return nil, &mcphttp.Error{Code: CodeResourceNotFound, Message: "resource not found (or not readable by you through agent " + c.agent + ")", Data: map[string]string{"uri": uri}}
+		return nil, c.resourceNotFound(uri)
 	}
-	return forward(ctx, srv, method, c.req.Params)
+	res, err := forward(ctx, srv, method, c.req.Params)
+	if rpc, ok := err.(*mcphttp.Error); ok && rpc.Code == CodeResourceNotFound && c.req.Protocol >= protocolResourceNotFoundInvalidParams {
+		rpc.Code = mcphttp.CodeInvalidParams // an older server's code, in this client's version
+	}
+	if err == nil && method == "resources/read" {
+		res = c.readHints(res)
+	}
+	return res, err
+}
+
+// protocolResourceNotFoundInvalidParams is the first protocol version whose unknown resources are
+// invalid params (SEP-2164) rather than CodeResourceNotFound.
+const protocolResourceNotFoundInvalidParams = "2026-07-28"
+
+// resourceNotFound is the answer for a resource the caller cannot read through this agent, in the
+// error code of the request's protocol version, whether the resource exists elsewhere or not.
+func (c *call) resourceNotFound(uri string) error {
+	code := CodeResourceNotFound
+	if c.req.Protocol >= protocolResourceNotFoundInvalidParams {
+		code = mcphttp.CodeInvalidParams
+	}
+	return &mcphttp.Error{Code: code, Message: "resource not found (or not readable by you through agent " + c.agent + ")", Data: map[string]string{"uri": uri}}
 }
 
 func (c *call) subscribe(ctx context.Context, on bool) (any, error) {
@@ -136,28 +177,21 @@ func (c *call) listPrompts(ctx context.Context) (any, error) {
 		allowed[srv.Ref()] = true
 	}
 	prompts := []json.RawMessage{}
+	var refs []string
 	for _, e := range cat.prompts {
 		if allowed[e.Ref] {
 			prompts = append(prompts, e.Raw)
+			refs = append(refs, e.Ref)
 		}
 	}
-	return map[string]any{"prompts": prompts}, nil
+	return c.listHints(map[string]any{"prompts": prompts}, "prompts/list", refs), nil
 }
 
 func (c *call) getPrompt(ctx context.Context) (any, error) {
 	p := params(c.req)
-	e, ok := c.g.catalog(c.s, c.agent).byName[stringParam(p, "name")]
-	if !ok {
-		return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", stringParam(p, "name"))
-	}
-	var cred *vault.Credential
-	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
-	if !v.Allow {
-		return nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
-	}
-	srv, err := c.server(ctx, e.Ref, cred)
+	e, srv, err := c.prompt(ctx, stringParam(p, "name"))
 	if err != nil {
-		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not available: %v", err)
+		return nil, err
 	}
 	p["name"], _ = json.Marshal(e.Upstream)
 	body, _ := json.Marshal(p)
@@ -169,7 +203,28 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 	return res, nil
 }
 
-// complete routes completion/complete to the server of the prompt or resource it is about.
+// prompt finds a prompt of the agent by name and decides reading it (prompts/get): the prompt and
+// the connection to its server, or the error prompts/get and completion/complete answer with.
+func (c *call) prompt(ctx context.Context, name string) (*exposed, *upstream.Server, error) {
+	e, ok := c.g.catalog(c.s, c.agent).byName[name]
+	if !ok {
+		return nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", name)
+	}
+	var cred *vault.Credential
+	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
+	if !v.Allow {
+		return nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
+	}
+	srv, err := c.server(ctx, e.Ref, cred)
+	if err != nil {
+		return nil, nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not available: %v", err)
+	}
+	return e, srv, nil
+}
+
+// complete routes completion/complete to the server of the prompt or resource it is about. A
+// prompt or resource the caller cannot get is answered as prompts/get or resources/read answer
+// it, so that completion reveals nothing those do not.
 func (c *call) complete(ctx context.Context) (any, error) {
 	p := params(c.req)
 	var ref struct {
@@ -181,12 +236,11 @@ func (c *call) complete(ctx context.Context) (any, error) {
 	empty := map[string]any{"completion": map[string]any{"values": []string{}}}
 	switch ref.Type {
 	case "ref/prompt":
-		e, ok := c.g.catalog(c.s, c.agent).byName[ref.Name]
-		if !ok {
-			return empty, nil
+		e, srv, err := c.prompt(ctx, ref.Name)
+		if err != nil {
+			return nil, err
 		}
-		srv, ok := c.decideContent(ctx, authz.ActionPromptsGet, e.Ref)
-		if !ok || srv.Lists().Capabilities.Completions == nil {
+		if srv.Lists().Capabilities.Completions == nil {
 			return empty, nil
 		}
 		var r map[string]any
@@ -196,8 +250,11 @@ func (c *call) complete(ctx context.Context) (any, error) {
 		body, _ := json.Marshal(p)
 		return forward(ctx, srv, "completion/complete", body)
 	case "ref/resource":
-		srv, ok := c.owner(ctx, ref.URI)
-		if !ok || srv.Lists().Capabilities.Completions == nil {
+		srv, ok := c.templateOwner(ctx, ref.URI)
+		if !ok {
+			return nil, c.resourceNotFound(ref.URI)
+		}
+		if srv.Lists().Capabilities.Completions == nil {
 			return empty, nil
 		}
 		return forward(ctx, srv, "completion/complete", c.req.Params)

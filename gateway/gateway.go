@@ -10,6 +10,7 @@
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/json"
@@ -107,6 +108,7 @@ type Gateway struct {
 	// exchanges hold the upstream calls of 2026-07-28 clients whose upstream asks them the old
 	// way (exchange.go).
 	exchanges *exchanges
+	tasks     taskStore // the tasks created through this replica (tasks.go)
 }
 
 // snapshot is one deployed build.
@@ -161,6 +163,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.subs.init()
+	g.tasks.init()
 	g.notifier = approval.NewNotifier(cfg.Approvals.Notify, opts.Logger, func(ok bool) {
 		if opts.Metrics != nil {
 			opts.Metrics.Approvals.WithLabelValues(map[bool]string{true: "notified", false: "notify_failed"}[ok]).Inc()
@@ -192,6 +195,8 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
 		SessionEnded:         g.subs.drop,
 		Stateless:            true, // 2026-07-28 clients: handler answers server/discover
+		StreamAfter:          cmp.Or(cfg.Sessions.StreamAfter, DefaultStreamAfter),
+		PollAfter:            cfg.Sessions.PollAfter,
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {
@@ -211,6 +216,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		Logger:            opts.Logger,
 		OnChange:          g.upstreamChanged,
 		OnResourceUpdated: g.resourceUpdated,
+		OnTaskStatus:      g.taskStatus,
 		OnRestart: func(ref string) {
 			if g.metrics != nil {
 				g.metrics.UpstreamRestarts.WithLabelValues(ref).Inc()

@@ -65,6 +65,8 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 		return call.getPrompt(ctx)
 	case "completion/complete":
 		return call.complete(ctx)
+	case "tasks/get", "tasks/result", "tasks/update", "tasks/cancel", "tasks/list":
+		return call.task(ctx)
 	}
 	return nil, mcphttp.Errorf(mcphttp.CodeMethodNotFound, "method %q is not supported", req.Method)
 }
@@ -76,21 +78,27 @@ func (h *handler) Notification(_ context.Context, req *mcphttp.Request) {
 }
 
 func (g *Gateway) initialize(req *mcphttp.Request) any {
-	return map[string]any{
+	res := map[string]any{
 		"protocolVersion": req.Protocol,
 		"capabilities":    capabilities(false),
 		"serverInfo":      serverInfo(req.Endpoint),
 		"instructions":    instructions(req.Endpoint),
 	}
+	g.addTasksCapability(res["capabilities"].(map[string]any), req)
+	return res
 }
 
 // discover answers server/discover (MCP 2026-07-28): what initialize answers, with the versions
 // the endpoint speaks instead of one negotiated, and the server's name in the result's _meta.
 // It is the same for every caller of the endpoint, hence public.
 func (g *Gateway) discover(req *mcphttp.Request) any {
+	caps := capabilities(true)
+	if key, tasks := g.tasksCapability(req.Endpoint, protocolTasksExtension); tasks != nil {
+		caps[key] = tasks
+	}
 	return map[string]any{
 		"supportedVersions": g.transport.SupportedVersions(),
-		"capabilities":      capabilities(true),
+		"capabilities":      caps,
 		"instructions":      instructions(req.Endpoint),
 		"ttlMs":             discoverTTL.Milliseconds(),
 		"cacheScope":        "public",
@@ -101,13 +109,13 @@ func (g *Gateway) discover(req *mcphttp.Request) any {
 // discoverTTL is how long a client may reuse a server/discover result.
 const discoverTTL = time.Minute
 
-// capabilities are what an agent endpoint offers. Stateless (2026-07-28) clients get neither
-// list-change notifications nor resource subscriptions: those come on subscriptions/listen
-// streams, which the gateway does not serve.
+// capabilities are what an agent endpoint offers. Stateless (2026-07-28) clients get list
+// changes on subscriptions/listen streams, and no resource subscriptions (the transport's listen
+// streams do not establish them).
 func capabilities(stateless bool) map[string]any {
 	if stateless {
-		return map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{},
-			"logging": map[string]any{}, "completions": map[string]any{}}
+		return map[string]any{"tools": map[string]any{"listChanged": true}, "resources": map[string]any{"listChanged": true},
+			"prompts": map[string]any{"listChanged": true}, "logging": map[string]any{}, "completions": map[string]any{}}
 	}
 	return map[string]any{
 		"tools":       map[string]any{"listChanged": true},

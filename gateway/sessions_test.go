@@ -19,17 +19,19 @@ import (
 func TestSessionsConfig(t *testing.T) {
 	p := t.TempDir() + "/gateway.yaml"
 	write := func(s string) { writeFile(t, p, s, 0o644) }
-	write("sessions:\n  ttl: 2h\n  max_streams: 500\n  max_streams_per_session: 2\n  max_terminated: 1000\n")
+	write("sessions:\n  ttl: 2h\n  max_streams: 500\n  max_streams_per_session: 2\n  max_terminated: 1000\n  stream_after: 5s\n  poll_after: 30s\n")
 	cfg, err := gateway.LoadConfig(p)
 	if err != nil || cfg.Validate() != nil {
 		t.Fatal(err, cfg.Validate())
 	}
-	if s := cfg.Sessions; s.TTL.Hours() != 2 || s.MaxStreams != 500 || s.MaxStreamsPerSession != 2 || s.MaxTerminated != 1000 {
+	if s := cfg.Sessions; s.TTL.Hours() != 2 || s.MaxStreams != 500 || s.MaxStreamsPerSession != 2 || s.MaxTerminated != 1000 || s.StreamAfter.Seconds() != 5 || s.PollAfter.Seconds() != 30 {
 		t.Errorf("sessions %+v", s)
 	}
-	write("sessions:\n  max_streams: -1\n")
-	if cfg, err := gateway.LoadConfig(p); err != nil || cfg.Validate() == nil || !strings.Contains(cfg.Validate().Error(), "sessions:") {
-		t.Errorf("a negative bound: %v, %v", err, cfg.Validate())
+	for _, bad := range []string{"max_streams: -1", "poll_after: -1s"} {
+		write("sessions:\n  " + bad + "\n")
+		if cfg, err := gateway.LoadConfig(p); err != nil || cfg.Validate() == nil || !strings.Contains(cfg.Validate().Error(), "sessions:") {
+			t.Errorf("%s: %v, %v", bad, err, cfg.Validate())
+		}
 	}
 }
 

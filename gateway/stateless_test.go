@@ -59,8 +59,8 @@ input_schema:
 		result["cacheScope"] != "public" || result["ttlMs"] == nil || resp.Header.Get("Mcp-Session-Id") != "" {
 		t.Fatalf("server/discover: %s %s", resp.Status, raw)
 	}
-	if caps, _ := json.Marshal(result["capabilities"]); strings.Contains(string(caps), "listChanged") {
-		t.Errorf("discover offers list-change notifications, which stateless clients cannot get: %s", caps)
+	if caps, _ := json.Marshal(result["capabilities"]); strings.Contains(string(caps), "subscribe") {
+		t.Errorf("discover offers resource subscriptions, which stateless clients cannot get: %s", caps)
 	}
 
 	resp, out = h.post("assistant", `{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{`+statelessMeta+`}}`, headers("tools/list", ""))

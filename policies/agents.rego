@@ -21,7 +21,7 @@ has_agent_execute if {
 }
 
 depth_exceeded if {
-	input.action in {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke"}
+	agent_actions[input.action]
 	depth > max_depth
 }
 
@@ -90,7 +90,7 @@ deny contains d if {
 # custom:
 #   id: lush.acl.agent_execute
 allow_rules contains id if {
-	input.action in {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke"}
+	agent_actions[input.action]
 	has_agent_execute # implies agent_known: the agent has an acl
 	id := rego.metadata.rule().custom.id
 }

@@ -304,6 +304,8 @@ required_rules := {
 	"sampling/createMessage": {"lush.server_request.call_allowed"},
 	"elicitation/create": {"lush.server_request.call_allowed"},
 	"roots/list": {"lush.server_request.call_allowed"},
+	"tasks/read": {"lush.acl.agent_execute", "lush.task.owner"},
+	"tasks/cancel": {"lush.acl.agent_execute", "lush.task.owner"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the

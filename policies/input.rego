@@ -26,17 +26,23 @@ content_actions := {"resources/list", "resources/read", "prompts/list", "prompts
 
 scoped_actions := {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get"}
 
-agent_actions := {"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke"}
+agent_actions := {
+	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get", "agent/invoke",
+	"tasks/read", "tasks/cancel",
+}
+
+# Later operations on a task a tools/call created (tasks.rego).
+task_actions := {"tasks/read", "tasks/cancel"}
 
 loop_actions := {"loop/trigger", "loop/read"}
 
 known_actions := {
 	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get",
 	"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide",
-	"budget/read", "budget/top-up", "sampling/createMessage", "elicitation/create", "roots/list",
+	"budget/read", "budget/top-up", "sampling/createMessage", "elicitation/create", "roots/list", "tasks/read", "tasks/cancel",
 }
 
-known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list"
+known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tasks/cancel, tasks/read, tools/call, tools/list"
 
 # The fields of the input, each defined only when present and well formed.
 
@@ -160,6 +166,14 @@ chain_ok if not has_chain
 
 depth_ok if is_number(input.depth)
 
+# task_ok: input.task names a task: its id, its creator ("" when unknown), agent and decision.
+task_ok if {
+	is_string(input.task.id)
+	is_string(input.task.principal)
+	is_string(input.task.agent)
+	is_string(input.task.decision_id)
+}
+
 depth_ok if not has_depth
 
 live_writes_ok if is_boolean(input.live_writes)
@@ -243,6 +257,16 @@ input_ok if {
 }
 
 input_ok if {
+	input.action in task_actions
+	principal_id
+	groups_ok
+	agent_name
+	task_ok
+	chain_ok
+	depth_ok
+}
+
+input_ok if {
 	input.action in loop_actions
 	principal_id
 	groups_ok
@@ -289,6 +313,12 @@ input_problems contains msg if {
 	not tool_ref
 	not unknown_tool_call
 	msg := sprintf("input.tool.ref must be a non-empty string naming the tool or server (required for %s)", [action])
+}
+
+input_problems contains msg if {
+	task_actions[action]
+	not task_ok
+	msg := sprintf("input.task must be an object with string fields id, principal, agent and decision_id (required for %s)", [action])
 }
 
 input_problems contains msg if {

@@ -20,6 +20,8 @@ valid_inputs := {
 	"sampling/createMessage": server_request("sampling/createMessage", allowed_call),
 	"elicitation/create": server_request("elicitation/create", allowed_call),
 	"roots/list": server_request("roots/list", allowed_call),
+	"tasks/read": task_op("tasks/read", alice, "user:alice"),
+	"tasks/cancel": task_op("tasks/cancel", alice, "user:alice"),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -118,14 +120,14 @@ test_action_problems[note] if {
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
 		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list",
+		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tasks/cancel, tasks/read, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
 		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list",
+		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tasks/cancel, tasks/read, tools/call, tools/list",
 	])}
 }
 

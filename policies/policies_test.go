@@ -191,7 +191,7 @@ const quickstart = `{"lush": {"project": {
     "daily-digest": {"agent": "helper", "run_as": "serviceaccount:digest-bot",
                      "acl": {"execute": {"group:ops": true}, "read": {"group:everyone": true}}}
   },
-  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}, "budget": {"group:finance": true}},
+  "roles": {"audit": {"group:auditors": true, "user:erin": true}, "approve": {"group:security": true}, "budget": {"group:finance": true}, "tasks": {"group:ops": true}},
   "grants": {
     "mcp://npx/@modelcontextprotocol/server-filesystem": {
       "group:engineering": [{"access": "read"}],
@@ -598,13 +598,13 @@ var (
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.tool.refused", "lush.rate.limited", "lush.default.deny",
 		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
-		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read", "lush.server_request.no_call",
+		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read", "lush.server_request.no_call", "lush.task.not_owner",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
 		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
 		"lush.writes.stub", "lush.approval.risk", "lush.approval.granted", "lush.role.approve", "lush.role.approval_read",
-		"lush.role.budget", "lush.role.budget_read", "lush.server_request.call_allowed",
+		"lush.role.budget", "lush.role.budget_read", "lush.server_request.call_allowed", "lush.task.owner",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.
@@ -949,7 +949,8 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	action, _ := in["action"].(string)
 	isTool := slices.Contains(toolActions, action)
 	isContent := slices.Contains(contentActions, action)
-	isAgent := isTool || isContent || action == "agent/invoke"
+	isTask := action == "tasks/read" || action == "tasks/cancel"
+	isAgent := isTool || isContent || isTask || action == "agent/invoke"
 	isLoop := action == "loop/trigger" || action == "loop/read"
 	isAudit := action == "audit/read"
 	isApproval := action == "approval/read" || action == "approval/decide"
@@ -1050,6 +1051,11 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 	if isLoop {
 		valid = valid && loop != ""
 	}
+	task := obj(in["task"])
+	if isTask {
+		valid = valid && task != nil && isString(task["id"]) && isString(task["principal"]) &&
+			isString(task["agent"]) && isString(task["decision_id"])
+	}
 	if !valid {
 		return res
 	}
@@ -1145,6 +1151,9 @@ func oracle(project map[string]any, in map[string]any) oracleResult {
 		allow = holds(roles["budget"]) || holds(roles["audit"])
 	case "budget/top-up":
 		allow = holds(roles["budget"])
+	case "tasks/read", "tasks/cancel":
+		creator, _ := task["principal"].(string)
+		allow = allow && (creator != "" && creator == id || holds(roles["tasks"])) && task["agent"] == agent
 	}
 	res.Allow = allow
 	if allow && action == "tools/call" {
@@ -1267,6 +1276,36 @@ func randomInput(r *rand.Rand) map[string]any {
 	return in
 }
 
+// randomTaskInput is a random input (randomInput's) made an operation on a task: tasks/read or
+// tasks/cancel (or now and then not), with a random task. It has a random source of its own, so
+// that randomInput's sequence stays what the other tests have seen.
+func randomTaskInput(r *rand.Rand) map[string]any {
+	pick := func(vs ...any) any { return vs[r.Intn(len(vs))] }
+	absent := struct{}{}
+	in := randomInput(r)
+	if r.Intn(2) == 0 { // a well-formed base, so that task decisions are allowed too
+		in = map[string]any{"principal": pick(alice(), alice(), map[string]any{"id": "user:olga", "groups": []any{"group:ops", "group:engineering"}},
+			map[string]any{"id": "user:carol"}), "agent": pick("researcher", "researcher", "editor"), "chain": []any{"researcher"}, "depth": 1,
+			"tool": map[string]any{"ref": "mcp://docs"}}
+	}
+	in["action"] = pick("tasks/read", "tasks/cancel", "tasks/read", "tasks/cancel", "tools/call")
+	task := map[string]any{}
+	for k, v := range map[string]any{
+		"id":          pick("task-1", "task-1", "task-1", "task-1", "", 3, absent),
+		"principal":   pick("user:alice", "user:alice", "user:alice", "user:alice", "user:carol", "group:engineering", "", nil, absent),
+		"agent":       pick("researcher", "researcher", "researcher", "researcher", "editor", 1, absent),
+		"decision_id": pick("d1", "d1", "d1", "d1", 2, absent),
+	} {
+		if v != absent {
+			task[k] = v
+		}
+	}
+	if v := pick(task, task, task, task, "task-1", nil, absent); v != absent {
+		in["task"] = v
+	}
+	return in
+}
+
 // TestDecisionMatchesOracle compares the library with the Go oracle on random
 // inputs (fixed seed, so failures reproduce) and checks the decision contract.
 func TestDecisionMatchesOracle(t *testing.T) {
@@ -1278,6 +1317,7 @@ func TestDecisionMatchesOracle(t *testing.T) {
 		fmt.Sscan(s, &seed)
 	}
 	r := rand.New(rand.NewSource(seed))
+	tr := rand.New(rand.NewSource(seed + 1)) // task inputs
 	n := 4000
 	if testing.Short() {
 		n = 500
@@ -1294,10 +1334,13 @@ func TestDecisionMatchesOracle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	allowed := 0
+	allowed, tasksAllowed := 0, 0
 	outcomesSeen := map[string]int{}
-	for i := 0; i < n; i++ {
+	for i := 0; i < n+n/4; i++ {
 		in := randomInput(r)
+		if i >= n {
+			in = randomTaskInput(tr)
+		}
 		d, err := ev.decide(in)
 		if err != nil {
 			t.Fatalf("input %s: %v", jsonOf(in), err)
@@ -1326,10 +1369,16 @@ func TestDecisionMatchesOracle(t *testing.T) {
 		}
 		if got.Allow {
 			allowed++
+			if a, _ := in["action"].(string); strings.HasPrefix(a, "tasks/") {
+				tasksAllowed++
+			}
 		}
 		outcomesSeen[d["outcome"].(string)]++
 	}
-	t.Logf("%d random inputs, %d allowed, outcomes %v", n, allowed, outcomesSeen)
+	t.Logf("%d random inputs, %d allowed, outcomes %v; %d task inputs, %d allowed", n, allowed, outcomesSeen, n/4, tasksAllowed)
+	if tasksAllowed == 0 {
+		t.Error("no task operation was allowed: the task inputs test only denials")
+	}
 	if len(outcomesSeen) < 4 || allowed < n/100 {
 		t.Errorf("random inputs exercise too little: %d allowed, outcomes %v", allowed, outcomesSeen)
 	}

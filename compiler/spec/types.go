@@ -42,8 +42,9 @@ var (
 // ProjectRoles are the roles lush.yaml roles: can give principals across the whole project:
 // audit reads the decision log (GET /audit/decisions, the web UI at /ui); approve decides
 // approvals; budget reads budget usage and tops budgets up (GET /budgets, POST
-// /budgets/{name}/top-up; audit may read usage too).
-var ProjectRoles = []string{"audit", "approve", "budget"}
+// /budgets/{name}/top-up; audit may read usage too); tasks reads and cancels the tasks other
+// principals created (docs/gateway.md#tasks).
+var ProjectRoles = []string{"audit", "approve", "budget", "tasks"}
 
 // OverlapModes are what happens to a loop firing that is due while the loop's concurrency limit
 // of firings is already running: skip it, or queue it until one finishes.

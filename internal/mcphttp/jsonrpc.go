@@ -1,7 +1,9 @@
 // Package mcphttp serves the Model Context Protocol over HTTP: the streamable HTTP transport
-// (MCP 2025-03-26 to 2025-11-25) and the older HTTP+SSE transport. It owns JSON-RPC framing,
-// sessions, streaming and the HTTP-level checks (body size, Host/Origin, protocol version); what a
-// message means is up to its Handler.
+// (stateless requests of MCP 2026-07-28, sessions of 2025-03-26 to 2025-11-25) and the older
+// HTTP+SSE transport. It owns JSON-RPC framing, sessions, the per-request protocol fields of
+// stateless requests (_meta, Mcp-Method/Mcp-Name headers), streaming (resumable response streams,
+// subscriptions/listen) and the HTTP-level checks (body size, Host/Origin, protocol version); what
+// a message means is up to its Handler.
 //
 // Sessions are stateless: a session id is a signed token naming the endpoint, the principal it
 // was issued to, the negotiated protocol version and the client. Any replica holding the same key

@@ -1,6 +1,7 @@
 package mcphttp
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/base64"
@@ -123,6 +124,19 @@ type Config struct {
 	// SessionEnded, when set, is called with a session's id once it is terminated (DELETE) on
 	// this server, so that the handler lets go of what it keeps for the session.
 	SessionEnded func(id string)
+	// StreamAfter answers a tools/call of a 2025-11-25 session that the client lets stream and
+	// that is still running after this long on a resumable SSE stream (resume.go); 0 never does.
+	StreamAfter time.Duration
+	// PollAfter ends a resumable stream still open after this long; the request goes on and the
+	// client resumes with GET and Last-Event-ID. 0 never ends one early.
+	PollAfter time.Duration
+	// RetryAfter is the time a client waits before it resumes a stream (the priming event's
+	// retry field). Default 1s.
+	RetryAfter time.Duration
+	// MaxReplayStreams bounds the resumable streams kept on this server, and ReplayTTL how long
+	// one is kept after its response. Defaults DefaultMaxReplayStreams and DefaultReplayTTL.
+	MaxReplayStreams int
+	ReplayTTL        time.Duration
 	// Stateless serves the stateless requests of MCP 2026-07-28 beside sessions: the Handler
 	// then answers server/discover. Without it, such requests are answered with an
 	// UnsupportedProtocolVersionError naming the session-era versions.
@@ -143,6 +157,7 @@ type Server struct {
 	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
 	streams  *hub
 	legacy   sync.Map // legacy SSE session id -> *legacySession
+	replays  *replays // resumable response streams (resume.go)
 	asks     asks     // questions to clients waiting for an answer (ask.go)
 	ctx      context.Context
 	stop     context.CancelFunc
@@ -178,8 +193,18 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxStreamsPerSession <= 0 {
 		cfg.MaxStreamsPerSession = DefaultMaxStreamsPerSession
 	}
+	if cfg.RetryAfter <= 0 {
+		cfg.RetryAfter = time.Second
+	}
+	if cfg.MaxReplayStreams <= 0 {
+		cfg.MaxReplayStreams = DefaultMaxReplayStreams
+	}
+	if cfg.ReplayTTL <= 0 {
+		cfg.ReplayTTL = DefaultReplayTTL
+	}
 	ctx, stop := context.WithCancel(context.Background())
-	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop}
+	return &Server{cfg: cfg, streams: newHub(cfg.MaxStreams, cfg.MaxStreamsPerSession), ctx: ctx, stop: stop,
+		replays: &replays{max: cfg.MaxReplayStreams, ttl: cfg.ReplayTTL}}
 }
 
 // ServeHTTP serves the streamable HTTP endpoint: POST (a message), GET (a stream of server
@@ -234,9 +259,11 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	req := &Request{Endpoint: endpoint, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
 
 	header := strings.TrimSpace(r.Header.Get(HeaderProtocol))
-	if meta := readMeta(m.Params); statelessRequest(header, meta) {
-		s.postStateless(w, r, m, req, header, meta)
-		return
+	if !sessionEra(header) || bytes.Contains(m.Params, []byte(MetaProtocolVersion)) { // else no need to read _meta
+		if meta := readMeta(m.Params); statelessRequest(header, meta) {
+			s.postStateless(w, r, m, req, header, meta)
+			return
+		}
 	}
 	if rpcErr := checkStandardHeaders(r, m, false); rpcErr != nil {
 		writeHTTPError(w, http.StatusBadRequest, m.ID, rpcErr)
@@ -342,6 +369,10 @@ func inflightKey(sess *Session, id json.RawMessage) string {
 // serve runs a request and writes its response: as JSON, or as an SSE stream once the handler
 // sends a notification (when the client accepts streams).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
+	if s.resumable(req, stream) {
+		s.serveResumable(w, r, req)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	if !req.stateless { // a stateless request is cancelled by closing its stream, not by a notification
@@ -356,6 +387,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, str
 		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
 	}
 	result, err := s.call(ctx, req)
+	if req.stateless && err == nil {
+		result, err = checkInputRequests(req, result)
+	}
 	out.finish(req.ID, result, err, s.cfg.Logger)
 }
 
@@ -396,6 +430,10 @@ func (s *Server) postStateless(w http.ResponseWriter, r *http.Request, m *Messag
 		}
 		return
 	}
+	if m.Method == "subscriptions/listen" {
+		s.listen(w, r, req)
+		return
+	}
 	s.serve(w, r, req, acceptsStream(r))
 }
 
@@ -427,6 +465,10 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
 	if rpcErr != nil {
 		writeHTTPError(w, status, nil, rpcErr)
+		return
+	}
+	if last := r.Header.Get("Last-Event-ID"); last != "" {
+		s.resume(w, r, sess, last)
 		return
 	}
 	s.stream(w, r, sess, false, nil)

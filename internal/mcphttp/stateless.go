@@ -217,6 +217,8 @@ func nameField(method string) string {
 		return "name"
 	case "resources/read":
 		return "uri"
+	case "tasks/get", "tasks/update", "tasks/cancel": // the tasks extension (SEP-2663)
+		return "taskId"
 	}
 	return ""
 }
@@ -319,4 +321,55 @@ func (r *Request) CheckParamHeaders(inputSchema json.RawMessage) error {
 		return Errorf(CodeHeaderMismatch, "%v", err)
 	}
 	return nil
+}
+
+// inputCapabilities are the client capabilities the input requests of a multi round-trip
+// result (2026-07-28) need, by method.
+var inputCapabilities = map[string]string{
+	"sampling/createMessage": "sampling",
+	"elicitation/create":     "elicitation",
+	"roots/list":             "roots",
+}
+
+// checkInputRequests refuses a stateless request's input_required result whose input requests
+// need capabilities the client did not declare in the request: a server must not rely on them
+// (MissingRequiredClientCapabilityError, -32021, with the capabilities in data). The result is
+// returned encoded.
+func checkInputRequests(req *Request, result any) (any, error) {
+	raw, ok := result.(json.RawMessage)
+	if !ok {
+		var err error
+		if raw, err = json.Marshal(result); err != nil {
+			return result, nil // response reports it
+		}
+	}
+	if !bytes.Contains(raw, []byte("input_required")) {
+		return raw, nil
+	}
+	var r struct {
+		ResultType    string `json:"resultType"`
+		InputRequests map[string]struct {
+			Method string `json:"method"`
+		} `json:"inputRequests"`
+	}
+	if json.Unmarshal(raw, &r) != nil || r.ResultType != "input_required" {
+		return raw, nil
+	}
+	var declared map[string]json.RawMessage
+	json.Unmarshal(req.Capabilities(), &declared)
+	missing := map[string]any{}
+	var names []string
+	for _, in := range r.InputRequests {
+		if c, ok := inputCapabilities[in.Method]; ok && declared[c] == nil && missing[c] == nil {
+			missing[c] = map[string]any{}
+			names = append(names, c)
+		}
+	}
+	if len(missing) == 0 {
+		return raw, nil
+	}
+	slices.Sort(names)
+	return nil, &Error{Code: CodeMissingClientCapability,
+		Message: fmt.Sprintf("the request needs client capabilities it did not declare in params._meta[%q]: %s", MetaClientCapabilities, strings.Join(names, ", ")),
+		Data:    map[string]any{"requiredCapabilities": missing}}
 }

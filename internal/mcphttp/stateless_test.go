@@ -36,6 +36,8 @@ func (h *recordHandler) Serve(_ context.Context, r *Request) (any, error) {
 		if err := r.CheckParamHeaders(json.RawMessage(paramSchema)); err != nil {
 			return nil, err
 		}
+	case "input":
+		return json.RawMessage(`{"resultType":"input_required","inputRequests":{"a":{"method":"sampling/createMessage","params":{}},"b":{"method":"elicitation/create","params":{}}}}`), nil
 	case "log":
 		for _, level := range []string{"debug", "info", "warning", "error"} {
 			r.Notify("notifications/message", map[string]any{"level": level, "data": level})
@@ -158,6 +160,9 @@ func TestStatelessRequests(t *testing.T) {
 		{"Mcp-Name in bad Base64", with(std("prompts/get"), "Mcp-Name", "=?base64?aMOpbGxv=?="), req("prompts/get", map[string]any{"name": "héllo", "_meta": meta(v)}), 400, CodeHeaderMismatch, "Base64"},
 		{"Mcp-Name of a resource", with(std("resources/read"), "Mcp-Name", "file:///a"), req("resources/read", map[string]any{"uri": "file:///a", "_meta": meta(v)}), 200, 0, ""},
 		{"Mcp-Name of another resource", with(std("resources/read"), "Mcp-Name", "file:///b"), req("resources/read", map[string]any{"uri": "file:///a", "_meta": meta(v)}), 400, CodeHeaderMismatch, "file:///b"},
+		{"Mcp-Name of a task", with(std("tasks/get"), "Mcp-Name", "t-1"), req("tasks/get", map[string]any{"taskId": "t-1", "_meta": meta(v)}), 200, 0, ""},
+		{"Mcp-Name of another task", with(std("tasks/cancel"), "Mcp-Name", "t-2"), req("tasks/cancel", map[string]any{"taskId": "t-1", "_meta": meta(v)}), 400, CodeHeaderMismatch, "t-2"},
+		{"no Mcp-Name of a task", std("tasks/update"), req("tasks/update", map[string]any{"taskId": "t-1", "_meta": meta(v)}), 400, CodeHeaderMismatch, "taskId"},
 		{"removed: initialize", std("initialize"), req("initialize", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, "initialize"},
 		{"removed: ping", std("ping"), req("ping", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, "ping"},
 		{"removed: logging/setLevel", std("logging/setLevel"), req("logging/setLevel", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, ""},
@@ -165,6 +170,8 @@ func TestStatelessRequests(t *testing.T) {
 		{"unknown method: 404", std("missing"), req("missing", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, ""},
 		{"a handler's invalid params: 200", std("fail"), req("fail", map[string]any{"_meta": meta(v)}), 200, CodeInvalidParams, ""},
 		{"a missing capability: 400", std("needs-sampling"), req("needs-sampling", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, ""},
+		{"input requests the client can answer", std("input"), req("input", map[string]any{"_meta": map[string]any{MetaProtocolVersion: v, MetaClientCapabilities: map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}}}}), 200, 0, "input_required"},
+		{"input requests the client cannot answer", std("input"), req("input", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, `"requiredCapabilities":{"elicitation":{}}`},
 		{"a response from the client", std(""), map[string]any{"jsonrpc": "2.0", "id": 7, "result": map[string]any{"_meta": meta(v)}}, 400, CodeInvalidRequest, ""},
 		{"param header matches", with(callHeaders, "Mcp-Param-Region", "eu"), call("region", map[string]any{"region": "eu", "q": "x"}, meta(v)), 200, 0, ""},
 		{"param header in lower case", with(callHeaders, "mcp-param-region", "eu"), call("region", map[string]any{"region": "eu"}, meta(v)), 200, 0, ""},
@@ -184,6 +191,12 @@ func TestStatelessRequests(t *testing.T) {
 			}
 			if id, _ := body["id"].(float64); id != 7 {
 				t.Errorf("the answer's id is %v, want 7: %s", body["id"], raw)
+			}
+			if tt.code == 0 && tt.message != "" {
+				if !strings.Contains(raw, tt.message) {
+					t.Errorf("the result does not hold %q: %s", tt.message, raw)
+				}
+				return
 			}
 			if tt.code == 0 {
 				result, _ := body["result"].(map[string]any)
@@ -312,5 +325,47 @@ func TestWithResultType(t *testing.T) {
 		if got := string(withResultType([]byte(in))); got != want {
 			t.Errorf("withResultType(%s) = %s, want %s", in, got, want)
 		}
+	}
+}
+
+// A subscriptions/listen stream opens with the acknowledgement of what was established, then
+// carries the endpoint's broadcasts the client opted in to, each tagged with the subscription's
+// id, and none of the others; it ends with the request's result when the server stops.
+func TestSubscriptionsListen(t *testing.T) {
+	sessions, _ := NewSessions([]byte(strings.Repeat("k", 32)), 0)
+	srv := NewServer(Config{Handler: &recordHandler{}, Sessions: sessions, Stateless: true, Endpoint: func(*http.Request) string { return "a" }})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	t.Cleanup(srv.Close)
+	body := `{"jsonrpc":"2.0","id":"sub-1","method":"subscriptions/listen","params":{"notifications":{"toolsListChanged":true,"resourceSubscriptions":["file:///x"]},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}`
+	req, _ := http.NewRequest(http.MethodPost, ts.URL, strings.NewReader(body))
+	req.Host = "localhost"
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set(HeaderProtocol, "2026-07-28")
+	req.Header.Set(HeaderMethod, "subscriptions/listen")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := readEvents(resp.Body)
+	ack, _ := nextEvent(t, events)
+	if !strings.Contains(ack.data, `"method":"notifications/subscriptions/acknowledged"`) || !strings.Contains(ack.data, `"notifications":{"toolsListChanged":true}`) ||
+		!strings.Contains(ack.data, `"io.modelcontextprotocol/subscriptionId":"sub-1"`) {
+		t.Fatalf("the first event is %s, want the acknowledgement of toolsListChanged alone", ack.data)
+	}
+	if n := srv.Broadcast("b", "notifications/tools/list_changed", nil); n != 0 {
+		t.Errorf("another endpoint's broadcast reached %d streams", n)
+	}
+	srv.Broadcast("a", "notifications/prompts/list_changed", nil)
+	srv.Broadcast("a", "notifications/tools/list_changed", nil)
+	changed, _ := nextEvent(t, events)
+	if !strings.Contains(changed.data, `"method":"notifications/tools/list_changed"`) || !strings.Contains(changed.data, `"io.modelcontextprotocol/subscriptionId":"sub-1"`) {
+		t.Fatalf("the stream carries %s, want the tools list change, tagged", changed.data)
+	}
+	srv.Close()
+	end, _ := nextEvent(t, events)
+	if !strings.Contains(end.data, `"id":"sub-1"`) || !strings.Contains(end.data, `"result"`) {
+		t.Errorf("the stream ends with %s, want the request's result", end.data)
 	}
 }

@@ -2,9 +2,11 @@ package mcphttp
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync"
+	"time"
 )
 
 // sseWriter writes Server-Sent Events.
@@ -41,6 +43,31 @@ func (s *sseWriter) event(name string, data []byte) error {
 	return s.rc.Flush()
 }
 
+// eventID writes an event with an id (resume.go).
+func (s *sseWriter) eventID(id, name string, data []byte) error {
+	buf := make([]byte, 0, len(data)+len(id)+36)
+	buf = append(buf, "id: "...)
+	buf = append(buf, id...)
+	buf = append(buf, "\nevent: "...)
+	buf = append(buf, name...)
+	buf = append(buf, "\ndata: "...)
+	buf = append(buf, data...)
+	buf = append(buf, "\n\n"...)
+	if _, err := s.w.Write(buf); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// prime writes the priming event of a resumable stream: an id and empty data, with the time a
+// client waits before it reconnects.
+func (s *sseWriter) prime(id string, retry time.Duration) error {
+	if _, err := fmt.Fprintf(s.w, "id: %s\nretry: %d\ndata: \n\n", id, retry.Milliseconds()); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
 func (s *sseWriter) comment(text string) error {
 	if _, err := s.w.Write([]byte(": " + text + "\n\n")); err != nil {
 		return err
@@ -57,6 +84,49 @@ type responseStream struct {
 	stateless bool // the request is of MCP 2026-07-28 (stateless.go)
 	sse       *sseWriter
 	done      bool
+	replay    *replayStream // set once primed: its events have ids and are kept (resume.go)
+	detached  bool          // the POST has ended: messages go to replay only
+}
+
+// write writes a message on the SSE stream, with an id once primed. The caller holds r.mu.
+func (r *responseStream) write(msg []byte, final bool) error {
+	if r.replay == nil {
+		if r.detached {
+			return errFinished
+		}
+		return r.sse.event("message", msg)
+	}
+	id := r.replay.add(msg, final)
+	if r.detached {
+		return nil
+	}
+	return r.sse.eventID(id, "message", msg)
+}
+
+// prime turns the response into a resumable stream recorded in rs; it reports whether it did
+// (not when rs is nil, or the response is already written).
+func (r *responseStream) prime(rs *replayStream, retry time.Duration) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rs == nil || r.done || r.detached {
+		return false
+	}
+	if r.sse == nil {
+		r.sse, _ = newSSEWriter(r.w)
+		r.sse.start(http.StatusOK)
+	}
+	r.replay = rs
+	r.sse.prime(rs.eventID(0), retry)
+	return true
+}
+
+// detach ends the response's use of its POST: nothing is written to it from now on. It reports
+// whether the stream was primed (its further messages are kept for a resumption).
+func (r *responseStream) detach() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.detached = true
+	return r.replay != nil
 }
 
 var errFinished = errors.New("the request has finished")
@@ -83,11 +153,11 @@ func (r *responseStream) send(msg []byte) error {
 	if r.done {
 		return errFinished
 	}
-	if r.sse == nil {
+	if r.sse == nil && !r.detached {
 		r.sse, _ = newSSEWriter(r.w)
 		r.sse.start(http.StatusOK)
 	}
-	return r.sse.event("message", msg)
+	return r.write(msg, false)
 }
 
 func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logger) {
@@ -112,8 +182,8 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.done = true
-	if r.sse != nil {
-		r.sse.event("message", body)
+	if r.sse != nil || r.detached {
+		r.write(body, true)
 		return
 	}
 	r.w.Header().Set("Content-Type", "application/json")

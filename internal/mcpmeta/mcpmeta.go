@@ -46,6 +46,9 @@ func Stamp(version string, info mcp.Implementation, caps mcp.ClientCapabilities,
 	for k, v := range mcp.StandardHeaders(version, mcp.MCPMethod(method), stamped) {
 		header.Set(k, v)
 	}
+	if id, ok := taskName(method, stamped); ok { // SEP-2663: a task's methods name their task
+		header.Set(mcp.HeaderName, id)
+	}
 	if tool != nil && method == string(mcp.MethodToolsCall) {
 		for k, v := range mcp.GenerateParamHeaders(tool, stamped) {
 			header.Set(k, v)
@@ -79,4 +82,19 @@ func WithLogLevel(version string, params json.RawMessage, level mcp.LoggingLevel
 	meta[mcp.MetaKeyLogLevel], _ = json.Marshal(level)
 	fields["_meta"], _ = json.Marshal(meta)
 	return json.Marshal(fields)
+}
+
+// taskName is the Mcp-Name header of a tasks extension method (tasks/get, tasks/update,
+// tasks/cancel): its taskId, encoded as header values are.
+func taskName(method string, params json.RawMessage) (string, bool) {
+	if method != "tasks/get" && method != "tasks/update" && method != "tasks/cancel" {
+		return "", false
+	}
+	var p struct {
+		TaskID string `json:"taskId"`
+	}
+	if json.Unmarshal(params, &p) != nil || p.TaskID == "" {
+		return "", false
+	}
+	return mcp.EncodeHeaderValue(p.TaskID)
 }

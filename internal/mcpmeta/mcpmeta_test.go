@@ -29,6 +29,12 @@ func TestStamp(t *testing.T) {
 			wantHeaders: map[string]string{"Mcp-Method": "resources/read", "Mcp-Name": "test://a"}},
 		{name: "x-mcp-header", version: "2026-07-28", method: "tools/call", params: `{"name":"deploy","arguments":{"region":"eu"}}`, tool: tool,
 			wantMeta: true, wantHeaders: map[string]string{"Mcp-Method": "tools/call", "Mcp-Name": "deploy", "Mcp-Param-Region": "eu"}},
+		{name: "task", version: "2026-07-28", method: "tasks/get", params: `{"taskId":"t-1"}`, wantMeta: true,
+			wantHeaders: map[string]string{"Mcp-Method": "tasks/get", "Mcp-Name": "t-1"}},
+		{name: "task cancel", version: "2026-07-28", method: "tasks/cancel", params: `{"taskId":"t-1"}`, wantMeta: true,
+			wantHeaders: map[string]string{"Mcp-Method": "tasks/cancel", "Mcp-Name": "t-1"}},
+		{name: "task update", version: "2026-07-28", method: "tasks/update", params: `{"taskId":"t-1","inputResponses":{}}`, wantMeta: true,
+			wantHeaders: map[string]string{"Mcp-Method": "tasks/update", "Mcp-Name": "t-1"}},
 		{name: "params not an object", version: "2026-07-28", method: "tools/call", params: `[1]`, wantErr: "tools/call: params must be a JSON object"},
 		{name: "_meta not an object", version: "2026-07-28", method: "tools/call", params: `{"_meta":1}`, wantErr: "params._meta must be a JSON object"},
 	} {

@@ -43,6 +43,9 @@ type Options struct {
 	OnChange func(ref string)
 	// OnResourceUpdated is called for notifications/resources/updated.
 	OnResourceUpdated func(ref, uri string)
+	// OnTaskStatus is called for task status notifications (notifications/tasks/status of
+	// 2025-11-25, notifications/tasks of the 2026-07-28 tasks extension) with their params.
+	OnTaskStatus func(ref string, params json.RawMessage)
 	// OnRestart is called each time the server is started again after being lost.
 	OnRestart func(ref string)
 	// Label names a private server's principal in log messages.
@@ -153,7 +156,7 @@ func (c *conn) modern() bool { return mcp.IsModernProtocol(c.version) }
 // send sends one request on c within ctx, as the protocol version wants it (mcpmeta.Stamp). cl
 // is the call it is, or nil for Lush's own requests.
 func (c *conn) send(ctx context.Context, cl *call, id mcp.RequestId, method string, params json.RawMessage, tool *mcp.Tool) (*transport.JSONRPCResponse, error) {
-	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, ForwardedCapabilities(), method, params, tool)
+	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, requestCapabilities(ctx), method, params, tool)
 	if err != nil {
 		return nil, err
 	}
@@ -713,6 +716,10 @@ func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
 		select {
 		case c.refresh <- struct{}{}:
 		default:
+		}
+	case "notifications/tasks/status", "notifications/tasks":
+		if s.opts.OnTaskStatus != nil {
+			s.opts.OnTaskStatus(s.tool.Ref, params)
 		}
 	case "notifications/resources/updated":
 		if uri, ok := n.Params.AdditionalFields["uri"].(string); ok && s.opts.OnResourceUpdated != nil {

@@ -234,6 +234,18 @@ func appendInputKey(b []byte, n *depNode, in *Input) ([]byte, ast.Value, error) 
 				break
 			}
 			b = appendKey(b, k, in.Budget.value())
+		case "call":
+			if in.Call == nil {
+				b = append(b, 'u')
+				break
+			}
+			b = appendKey(b, k, in.Call.value())
+		case "task":
+			if in.Task == nil {
+				b = append(b, 'u')
+				break
+			}
+			b = appendKey(b, k, in.Task.value())
 		default:
 			b = append(b, 'u') // not a field of Input: always absent
 		}

@@ -89,6 +89,21 @@ func randomInput(r *rand.Rand) Input {
 			}
 		},
 		func() {
+			if r.Intn(3) == 0 {
+				in.Task = nil
+				return
+			}
+			in.Task = &Task{ID: pick("task-1", "task-2", ""), Principal: pick("user:bob", "user:alice", ""),
+				Agent: pick("researcher", "notifier"), DecisionID: pick("0193a-1", "0193a-2")}
+		},
+		func() {
+			if r.Intn(3) == 0 {
+				in.Call = nil
+				return
+			}
+			in.Call = &CallRef{DecisionID: pick("0193a-1", "0193a-2"), Action: pick("tools/call", "prompts/get"), Outcome: pick("allow", "deny", "")}
+		},
+		func() {
 			if r.Intn(5) == 0 {
 				in.Tool = nil
 				return

@@ -297,7 +297,8 @@ func TestInputDependencies(t *testing.T) {
 	want := []string{"action", "agent", "approval.approved_by", "approval.id", "approval.status", "arguments.destination",
 		"arguments.path", "arguments.requester", "arguments.source", "budget.error", "budget.exhausted", "budget.exhausted_by",
 		"call.action", "call.decision_id", "call.outcome",
-		"chain", "depth", "live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)", "type(budget)"}
+		"chain", "depth", "live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "task.agent", "task.id", "task.principal",
+		"tool", "type(.)", "type(budget)", "type(task.decision_id)"}
 	if got := engine(t).InputDependencies(); !slices.Equal(got, want) {
 		t.Errorf("quickstart: InputDependencies = %q\nwant %q", got, want)
 	}

@@ -32,6 +32,9 @@ const (
 	ActionSamplingCreate    = "sampling/createMessage"
 	ActionElicitationCreate = "elicitation/create"
 	ActionRootsList         = "roots/list"
+
+	ActionTasksRead   = "tasks/read"   // a later read of a task a tools/call created (tasks/get, tasks/result, tasks/list)
+	ActionTasksCancel = "tasks/cancel" // cancelling a task, or answering its input requests (tasks/update)
 )
 
 // ServerRequestActions are the actions of requests a server sends to the client during a call.
@@ -40,7 +43,7 @@ var ServerRequestActions = []string{ActionSamplingCreate, ActionElicitationCreat
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
 	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide,
-	ActionBudgetRead, ActionBudgetTopUp, ActionSamplingCreate, ActionElicitationCreate, ActionRootsList}
+	ActionBudgetRead, ActionBudgetTopUp, ActionSamplingCreate, ActionElicitationCreate, ActionRootsList, ActionTasksRead, ActionTasksCancel}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.
@@ -70,6 +73,9 @@ type Input struct {
 	// a call (sampling/createMessage, elicitation/create, roots/list): the call it belongs to,
 	// which the gateway allowed. Absent for every other action.
 	Call *CallRef `json:"call,omitempty"`
+	// Task is set for tasks/read and tasks/cancel: the task the operation is about, as the MCP
+	// gateway recorded it when the tools/call that created it was allowed.
+	Task *Task `json:"task,omitempty"`
 }
 
 // CallRef names the call a server request belongs to.
@@ -85,6 +91,26 @@ func (c *CallRef) value() ast.Value {
 		ast.Item(ast.InternedTerm("decision_id"), ast.StringTerm(c.DecisionID)),
 		ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
 		ast.Item(ast.InternedTerm("outcome"), ast.StringTerm(c.Outcome)),
+	)
+}
+
+// Task is a task an upstream MCP server created for an allowed tools/call (the tasks extension):
+// who created it, where, and under which decision. Principal is "" for a task the gateway does
+// not know (or no longer knows): the policy then denies the operation.
+type Task struct {
+	ID         string `json:"id"`          // the upstream's task id
+	Principal  string `json:"principal"`   // the principal whose call created it
+	Agent      string `json:"agent"`       // the agent endpoint it was created at
+	DecisionID string `json:"decision_id"` // the decision that allowed the call
+}
+
+// value converts the task to an OPA value.
+func (t *Task) value() ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("id"), ast.StringTerm(t.ID)),
+		ast.Item(ast.InternedTerm("principal"), ast.StringTerm(t.Principal)),
+		ast.Item(ast.InternedTerm("agent"), ast.StringTerm(t.Agent)),
+		ast.Item(ast.InternedTerm("decision_id"), ast.StringTerm(t.DecisionID)),
 	)
 }
 
@@ -210,6 +236,9 @@ func (in Input) valueWith(args ast.Value) (ast.Value, error) {
 	}
 	if in.Call != nil {
 		obj.Insert(ast.InternedTerm("call"), ast.NewTerm(in.Call.value()))
+	}
+	if in.Task != nil {
+		obj.Insert(ast.InternedTerm("task"), ast.NewTerm(in.Task.value()))
 	}
 	return obj, nil
 }

@@ -293,6 +293,13 @@ func (w *jsonWriter) input(in *authz.Input) {
 		w.field(`,"outcome":`, c.Outcome)
 		w.raw("}")
 	}
+	if t := in.Task; t != nil {
+		w.field(`,"task":{"id":`, t.ID)
+		w.field(`,"principal":`, t.Principal)
+		w.field(`,"agent":`, t.Agent)
+		w.field(`,"decision_id":`, t.DecisionID)
+		w.raw("}")
+	}
 	w.raw("}")
 }
 
