@@ -207,8 +207,11 @@ func validate(r types.Resource) error {
 
 // route is the Envoy route of a mesh route, and the cluster it needs.
 func route(r mesh.Route, addCluster func(*clusterv3.Cluster, error)) (*routev3.Route, error) {
+	// The filter sends the request body (with_request_body); a route whose requests are decided
+	// without it (mesh.Route.Body: MCP 2026 requests, from their Mcp-Method and Mcp-Name headers)
+	// turns that off, so the sidecar does not buffer its bodies.
 	per := &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_CheckSettings{
-		CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: r.ContextExtensions()}}}
+		CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: r.ContextExtensions(), DisableRequestBodyBuffering: !r.Body}}}
 	action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: LushClusterName},
 		Timeout: durationpb.New(0)} // MCP answers can be event streams that last
 	match := &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_Prefix{Prefix: r.Path}}
