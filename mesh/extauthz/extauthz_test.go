@@ -331,8 +331,10 @@ func TestCapturedChecks(t *testing.T) {
 		{file: "untrusted_header", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "192.168.1.5", headers: map[string]string{"www-authenticate": `Bearer realm="lush"`}},
 		{file: "no_identity", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "carries no credentials"},
 		{file: "bad_body", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "not a JSON-RPC message"},
-		{file: "header_mismatch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `Mcp-Name header says "search" but the message names "write_note"`},
+		{file: "header_mismatch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `Mcp-Name header says "search" but the message's params.name is "write_note"`},
 		{file: "headers_only_list", allowed: true, outcome: "allow", action: "tools/list", principal: "user:alice", cred: "Bearer " + aliceNotes},
+		// Before 2026-07-28 servers do not check the headers against the body: the body decides.
+		{file: "headers_only_list_legacy", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "is decided from its body"},
 		{file: "no_body_call", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "with_request_body"},
 		{file: "duplicate_name", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `"name" appears twice`},
 		{file: "batch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "batches"},
