@@ -81,8 +81,16 @@ acl:
 }
 
 // sidecar serves what an Envoy sidecar in front of upstream does with Lush as its ext_authz
-// service. checks counts the CheckRequests sent.
+// service, on the assistant's route to the notes server. checks counts the CheckRequests sent.
 func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, checks *int) string {
+	t.Helper()
+	return sidecarRoute(t, authz, upstream, "/agents/assistant/tools/notes/mcp", true, checks)
+}
+
+// sidecarRoute is sidecar on the route path, sending the request body with each CheckRequest
+// when withBody (the route's ext_authz settings ask for it) and nothing of it otherwise; the
+// upstream gets the body either way.
+func sidecarRoute(t *testing.T, authz authv3.AuthorizationClient, upstream, path string, withBody bool, checks *int) string {
 	t.Helper()
 	target, _ := url.Parse(upstream)
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
@@ -102,8 +110,11 @@ func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, ch
 				SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}}}},
 			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 				Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Scheme: "http", Protocol: "HTTP/1.1",
-				Headers: hdr, RawBody: body, Size: int64(len(body))}},
+				Headers: hdr}},
 		}}
+		if withBody {
+			req.Attributes.Request.Http.RawBody, req.Attributes.Request.Http.Size = body, int64(len(body))
+		}
 		*checks++
 		resp, err := authz.Check(r.Context(), req)
 		if err != nil {
@@ -129,14 +140,17 @@ func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, ch
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	return ts.URL + "/agents/assistant/tools/notes/mcp"
+	return ts.URL + path
 }
 
-func mcpClient(t *testing.T, endpoint, key string) *client.Client {
+func mcpClient(t *testing.T, endpoint, key string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	c, err := client.NewStreamableHttpClient(endpoint, transport.WithHTTPHeaders(map[string]string{"X-API-Key": key}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -339,5 +353,157 @@ func TestMeshXDSFollowsDeploys(t *testing.T) {
 	waitFor(t, p, "lush xds: build "+hash[:12], 10*time.Second)
 	if code := p.stop(t); code != 0 {
 		t.Errorf("mesh xds exited %d", code)
+	}
+}
+
+// TestMeshHeadersOnly: on a route where no call's decision needs the body (the reader agent may
+// only read the notes server, and no policy reads its tools' arguments), the xDS `lushctl mesh xds`
+// emits turns body buffering off; the sidecar then sends ext_authz no body, and Lush decides an
+// MCP 2026 client's requests from their Mcp-Method and Mcp-Name headers: discovery, the list,
+// a read, and a denied write, each logged without arguments. An older client's requests, which
+// only a body can tell, are refused there; on the assistant's route the body still comes.
+func TestMeshHeadersOnly(t *testing.T) {
+	upstream, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	dir := meshProject(t, upstream)
+	writeProjectFile(t, dir, "agents/reader/spec.yaml", `name: reader
+model: gemini-2.5-flash
+description: Reads notes.
+tools:
+  - server: mcp://notes.internal/mcp
+    access: read
+acl:
+  - principal: group:eng
+    role: execute
+`)
+	writeProjectFile(t, dir, "scripts/reader.yaml", "turns: []\n")
+	buildAndDeploy(t, dir)
+
+	// What the generated xDS asks of each route.
+	var printed struct {
+		Routes []struct {
+			VirtualHosts []struct {
+				Routes []struct {
+					Match struct {
+						Path string `json:"path"`
+					} `json:"match"`
+					PerFilter map[string]struct {
+						CheckSettings struct {
+							NoBody bool `json:"disable_request_body_buffering"`
+						} `json:"check_settings"`
+					} `json:"typed_per_filter_config"`
+				} `json:"routes"`
+			} `json:"virtual_hosts"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(runLushctl(t, "mesh", "xds", "--print", dir)), &printed); err != nil {
+		t.Fatal(err)
+	}
+	noBody := map[string]bool{}
+	for _, r := range printed.Routes[0].VirtualHosts[0].Routes {
+		if r.Match.Path != "" {
+			noBody[r.Match.Path] = r.PerFilter["envoy.filters.http.ext_authz"].CheckSettings.NoBody
+		}
+	}
+	const readerPath, assistantPath = "/agents/reader/tools/notes/mcp", "/agents/assistant/tools/notes/mcp"
+	if !noBody[readerPath] || noBody[assistantPath] {
+		t.Fatalf("body buffering off per route: %v; want it off for %s only (the assistant may write)", noBody, readerPath)
+	}
+
+	port, authzPort := freePort(t), freePort(t)
+	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	p := startProc(t, serveEnv(dir, port, logPath, "off", fmt.Sprintf("LUSH_EXT_AUTHZ_LISTEN=127.0.0.1:%d", authzPort)), lushctlBin, "serve")
+	waitFor(t, p, fmt.Sprintf("ext_authz (Envoy, gRPC): 127.0.0.1:%d", authzPort), 60*time.Second)
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", authzPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var checks int
+	authz := authv3.NewAuthorizationClient(conn)
+	endpoint := sidecarRoute(t, authz, upstream, readerPath, !noBody[readerPath], &checks)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.NewStreamableHttpClient(endpoint, transport.WithHTTPHeaders(map[string]string{"X-API-Key": meshAlice}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "mesh-e2e-2026", Version: "1"}
+	ir, err := c.Initialize(ctx, init)
+	if err != nil || ir.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("server/discover through the sidecar, from headers: %+v %v", ir, err)
+	}
+	if tools, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list from headers: %v %v", tools, err)
+	}
+	res, err := c.CallTool(ctx, callReq("echo", map[string]any{"text": "decided from headers"}))
+	if err != nil || res.IsError || mcp.GetTextFromContent(res.Content[0]) != "decided from headers" {
+		t.Fatalf("echo from headers: %v %v", res, err)
+	}
+	if _, err := c.CallTool(ctx, callReq("write_note", map[string]any{"text": "no"})); err == nil || !strings.Contains(err.Error(), "403") && !strings.Contains(err.Error(), "denied") {
+		t.Errorf("write_note by the read-only reader: %v, want denied", err)
+	}
+	if calls := rec.Calls(); !slices.Equal(calls, []string{"echo"}) {
+		t.Errorf("the MCP server received %v; only echo may reach it", calls)
+	}
+
+	// An older client on the same route: its initialize has only a body to tell what it is.
+	body := `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"old","version":"1"}}}`
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("X-API-Key", meshAlice)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(answer), "with_request_body") {
+		t.Errorf("a 2025-11-25 initialize without a body: %d %s; want 400 naming with_request_body", resp.StatusCode, answer)
+	}
+	// The assistant's route still sends the body: the older client works there.
+	legacy := mcpClient(t, sidecarRoute(t, authz, upstream, assistantPath, !noBody[assistantPath], &checks), meshAlice, client.WithProtocolVersion("2025-11-25"))
+	if res, err := legacy.CallTool(ctx, callReq("echo", map[string]any{"text": "with a body"})); err != nil || res.IsError {
+		t.Fatalf("echo of a 2025-11-25 client on a route with bodies: %v %v", res, err)
+	}
+	legacy.Close()
+	c.Close()
+	if code := p.stop(t); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+
+	var calls []decisionlog.Event
+	for _, r := range readDecisions(t, logPath) {
+		if r.Event.Point == "ext_authz" && r.Event.Action == "tools/call" && r.Event.Agent == "reader" {
+			calls = append(calls, r.Event)
+		}
+	}
+	if len(calls) != 2 || calls[0].ToolName != "echo" || calls[0].Outcome != "allow" || calls[1].ToolName != "write_note" || calls[1].Outcome != "deny" {
+		t.Fatalf("the reader's tools/call decisions: %+v; want echo allowed, write_note denied", calls)
+	}
+	for _, e := range calls {
+		var in map[string]any
+		json.Unmarshal(e.Input, &in)
+		if _, ok := in["arguments"]; ok {
+			t.Errorf("%s decided from headers logs arguments it never saw: %s", e.ToolName, e.Input)
+		}
+	}
+}
+
+// writeProjectFile writes rel in the project dir.
+func writeProjectFile(t *testing.T, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
