@@ -1,12 +1,15 @@
 package compiler_test
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/authz"
 )
 
 // TestArgumentReads: the manifest names the tools whose tools/call arguments the decision's
@@ -88,10 +91,50 @@ unused if input.arguments.x == 1`, manifest.ArgumentReads{Tools: []manifest.Tool
 					t.Fatal(err)
 				}
 			}
-			got := build(t, dir).Manifest.ArgumentReads
+			res := build(t, dir)
+			got := res.Manifest.ArgumentReads
 			if got == nil || !reflect.DeepEqual(*got, tc.want) {
 				t.Errorf("ArgumentReads = %+v\nwant %+v", got, tc.want)
 			}
+			sameWithoutArguments(t, res.Bundle, got)
 		})
+	}
+}
+
+// sameWithoutArguments checks the record against the policy itself: a call of a tool it does not
+// name is decided the same with any arguments as without them, while some call of a tool it
+// names is decided differently (so the check can tell).
+func sameWithoutArguments(t *testing.T, bundle []byte, reads *manifest.ArgumentReads) {
+	t.Helper()
+	eng, err := authz.FromBytes(context.Background(), bundle, authz.Timeout(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const fs = "mcp://npx/@modelcontextprotocol/server-filesystem"
+	argSets := []map[string]any{{"path": "/etc/passwd"}, {"path": "drafts/a.md"}, {"source": "drafts/a", "destination": "/b"},
+		{"x": 1}, {"x": "y", "requester": "user:alice"}, {}}
+	differs := false
+	for _, ref := range []string{fs, "mcp://example.com/mcp", "mcp://notes.example.com/mcp"} {
+		for _, name := range []string{"read_text_file", "write_file", "move_file", "delete", "a", "b", "search"} {
+			in := authz.Input{Action: "tools/call", Principal: authz.Principal{ID: "serviceaccount:digest-bot"}, Agent: "orchestrator",
+				Chain: []string{"orchestrator"}, Depth: 1, LiveWrites: true, Tool: &authz.Tool{Ref: ref, Name: name}}
+			base := eng.Decide(context.Background(), in)
+			for _, args := range argSets {
+				in.Arguments = args
+				d := eng.Decide(context.Background(), in)
+				if d.Outcome == "error" || base.Outcome == "error" {
+					continue // a policy that fails on some arguments: an error denies either way
+				}
+				same := reflect.DeepEqual(d, base)
+				if !same && !reads.Read(ref, name) {
+					t.Errorf("%s (%s) is not recorded as reading its arguments, but %v decides %s %v, without arguments %s %v",
+						ref, name, args, d.Outcome, d.Rules, base.Outcome, base.Rules)
+				}
+				differs = differs || !same
+			}
+		}
+	}
+	if !differs {
+		t.Errorf("no call was decided differently for its arguments: the check cannot tell")
 	}
 }

@@ -86,6 +86,7 @@ type harnessOpts struct {
 	approvals bool              // calls that need approval ask for one in the log's approvals store
 	limits    jsonlimit.Limits
 	failures  *identity.Failures
+	logger    *slog.Logger // Lush's log (discarded when nil)
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -159,7 +160,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}}
 	policy := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: h.log})
 	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live },
-		ArgumentLimits: o.limits, AuthFailures: o.failures}
+		ArgumentLimits: o.limits, AuthFailures: o.failures, Logger: o.logger}
 	if o.approvals {
 		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
 			t.Fatal(err)

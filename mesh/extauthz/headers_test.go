@@ -2,7 +2,11 @@ package extauthz_test
 
 import (
 	"encoding/base64"
+	"io"
+	"log/slog"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
@@ -37,7 +41,14 @@ const meta2026 = `"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28
 // disagree with the body, or that a 2026 request lacks, are refused with HeaderMismatch
 // (-32020); older requests keep being decided from their bodies.
 func TestMCPHeaders(t *testing.T) {
-	h := start(t, harnessOpts{})
+	var logged strings.Builder
+	var mu sync.Mutex
+	h := start(t, harnessOpts{logger: slog.New(slog.NewTextHandler(lockedWriter{&mu, &logged}, nil))})
+	lushLog := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return logged.String()
+	}
 	b64 := func(s string) string { return "=?base64?" + base64.StdEncoding.EncodeToString([]byte(s)) + "?=" }
 	tests := []struct {
 		name    string
@@ -99,6 +110,7 @@ func TestMCPHeaders(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			before := len(h.events())
+			warningsBefore := strings.Count(lushLog(), "ext_authz: refused a request whose MCP headers")
 			a := read(t, h.check(mcpPost(tc.headers, tc.body)))
 			if a.allowed != tc.allowed {
 				t.Fatalf("allowed = %v, want %v (status %d, body %v)", a.allowed, tc.allowed, a.status, a.body)
@@ -110,6 +122,11 @@ func TestMCPHeaders(t *testing.T) {
 				}
 				if tc.status == 400 && a.grpc != code.Code_INVALID_ARGUMENT {
 					t.Errorf("gRPC status %v, want INVALID_ARGUMENT", a.grpc)
+				}
+				// A header mismatch is a warning in Lush's log, with the reason.
+				warnings := strings.Count(lushLog(), "ext_authz: refused a request whose MCP headers")
+				if warned := warnings > warningsBefore && strings.Contains(lushLog(), strconv.Quote(msg)); warned != (rpc == -32020) || warnings > warningsBefore+1 {
+					t.Errorf("warned in Lush's log: %v, want %v (log:\n%s)", warned, rpc == -32020, lushLog())
 				}
 			}
 			evs := h.events()[before:]
@@ -128,4 +145,16 @@ func TestMCPHeaders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lockedWriter serializes writes to w, for a log read while the server writes it.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
