@@ -13,6 +13,9 @@
 //	/gateway/agents/<agent>/...        the Lush gateway, for the tools that run inside Lush (stdio
 //	                                   servers, local tools, legacy SSE servers); the gateway decides
 //	                                   those itself, so the sidecar does not ask ext_authz again
+//
+// It also says which requests ext_authz can decide without their body (ArgumentsNeeded,
+// Route.Body): the xDS server turns body buffering off on those routes.
 package mesh
 
 import (
