@@ -192,7 +192,8 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}
 		json.Unmarshal(msg.Params["ref"], &p.Ref)
 		in.Action = authz.ActionResourcesRead
-		if p.Ref.Type == "ref/prompt" {
+		if p.Ref.Type == "ref/prompt" || msg.Headers {
+			// Without the body, what is completed is unknown: it must be allowed as both.
 			in.Action = authz.ActionPromptsGet
 		}
 	case "", "initialize", "ping", "logging/setLevel", "server/discover", "subscriptions/listen":
@@ -203,7 +204,13 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		in.Action = authz.ActionToolsList
 	default:
 		if !strings.HasPrefix(msg.Method, "notifications/") {
-			return refuse(msg.ID, &problem{status: http.StatusBadRequest, code: mcphttp.CodeMethodNotFound,
+			// MCP 2026 answers a method the server does not implement with 404; earlier versions
+			// with 400.
+			status := http.StatusBadRequest
+			if msg.Modern {
+				status = http.StatusNotFound
+			}
+			return refuse(msg.ID, &problem{status: status, code: mcphttp.CodeMethodNotFound,
 				msg: fmt.Sprintf("method %q cannot be authorized through the mesh, so it is refused", shorten(msg.Method))})
 		}
 		in.Action = authz.ActionToolsList
@@ -228,6 +235,10 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}))
 	}
 	v := s.enforcer.Decide(ctx, in, opts...)
+	if msg.Headers && msg.Method == "completion/complete" && v.Outcome == authz.OutcomeAllow {
+		in.Action = authz.ActionResourcesRead
+		v = s.enforcer.Decide(ctx, in, opts...)
+	}
 	if msg.Headers && (v.Outcome == authz.OutcomeApproval || v.Outcome == authz.OutcomeStub) {
 		// A stub answers with the arguments, and an approval is of the exact call: neither can be
 		// given without the body. Refused: the call does not reach the server.

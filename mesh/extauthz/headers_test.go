@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"io"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -57,15 +58,21 @@ func TestMCPHeaders(t *testing.T) {
 		allowed bool
 		outcome string // of the logged decision; "" when nothing is decided
 		tool    string // the decided tool name
-		status  int
-		rpc     float64
-		msg     string
+		// decisions are the actions logged, when more than the one decision of outcome
+		decisions []string
+		status    int
+		rpc       float64
+		msg       string
 	}{
 		// Headers alone.
 		{name: "read call, headers only", headers: modernHeaders("tools/call", "list_notes"), allowed: true, outcome: "allow", tool: "list_notes"},
 		{name: "base64 name, headers only", headers: modernHeaders("tools/call", b64("list_notes")), allowed: true, outcome: "allow", tool: "list_notes"},
 		{name: "server/discover, headers only", headers: modernHeaders("server/discover", ""), allowed: true, outcome: "allow"},
 		{name: "subscriptions/listen, headers only", headers: modernHeaders("subscriptions/listen", ""), allowed: true, outcome: "allow"},
+		{name: "completion, headers only: decided as both prompts/get and resources/read", headers: modernHeaders("completion/complete", ""),
+			allowed: true, outcome: "allow", decisions: []string{"prompts/get", "resources/read"}},
+		{name: "completion, headers only, denied as prompts/get", headers: map[string]string{"mcp-protocol-version": "2026-07-28",
+			"mcp-method": "completion/complete", "authorization": "Bearer " + bobKey}, outcome: "deny", status: 403, rpc: -32001, decisions: []string{"prompts/get"}},
 		{name: "read call denied, headers only", headers: map[string]string{"mcp-protocol-version": "2026-07-28", "mcp-method": "tools/call",
 			"mcp-name": "list_notes", "authorization": "Bearer " + bobKey}, outcome: "deny", tool: "list_notes", status: 403, rpc: -32001},
 		{name: "a policy reads the arguments", headers: modernHeaders("tools/call", "search"), status: 400, rpc: -32600, msg: "a policy reads the arguments"},
@@ -103,6 +110,13 @@ func TestMCPHeaders(t *testing.T) {
 		{name: "old client, no headers", headers: map[string]string{"mcp-protocol-version": "2025-06-18"},
 			body:    `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"search","arguments":{"query":"q"}}}`,
 			allowed: true, outcome: "allow", tool: "search"},
+		{name: "2026 unknown method: 404", headers: modernHeaders("tools/frobnicate", ""),
+			body:   `{"jsonrpc":"2.0","id":9,"method":"tools/frobnicate","params":{` + meta2026 + `}}`,
+			status: 404, rpc: -32601, msg: "cannot be authorized through the mesh"},
+		{name: "2026 unknown method from headers: 404", headers: modernHeaders("tools/frobnicate", ""),
+			status: 404, rpc: -32601, msg: "cannot be authorized through the mesh"},
+		{name: "old unknown method: 400", body: `{"jsonrpc":"2.0","id":10,"method":"tools/frobnicate"}`,
+			status: 400, rpc: -32601, msg: "cannot be authorized through the mesh"},
 		{name: "old client's policy still reads the arguments", headers: map[string]string{"mcp-protocol-version": "2025-06-18"},
 			body:    `{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"search","arguments":{"boom":"not a number"}}}`,
 			outcome: "error", tool: "search", status: 503, rpc: -32603},
@@ -135,6 +149,16 @@ func TestMCPHeaders(t *testing.T) {
 					t.Fatalf("%d decisions logged for a refused request", len(evs))
 				}
 				return
+			}
+			if tc.decisions != nil {
+				var actions []string
+				for _, e := range evs {
+					actions = append(actions, e.Event.Action)
+				}
+				if !slices.Equal(actions, tc.decisions) {
+					t.Fatalf("decisions logged: %v, want %v", actions, tc.decisions)
+				}
+				evs = evs[len(evs)-1:]
 			}
 			if len(evs) != 1 {
 				t.Fatalf("%d decisions logged, want 1", len(evs))

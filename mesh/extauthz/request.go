@@ -39,6 +39,9 @@ type message struct {
 	// Headers: the message was read from its Mcp-Method and Mcp-Name headers alone (an MCP 2026
 	// request whose body the sidecar did not send).
 	Headers bool
+	// Modern: the request is of MCP 2026-07-28 or later (by its MCP-Protocol-Version header or
+	// its params._meta).
+	Modern bool
 }
 
 // problem is a request that cannot be decided: it is refused before the policy, with its
@@ -127,7 +130,8 @@ func readMessage(h *authv3.AttributeContext_HttpRequest, hdr map[string]string) 
 		return m, mismatch("the MCP-Protocol-Version header says %q but the message's params._meta[%q] says %q: they must agree", shorten(version), metaProtocol, shorten(*meta.Version))
 	}
 	// An MCP 2026 request must name its method, and its tool, resource or prompt, in headers.
-	required := m.Method != "" && m.ID != nil && (modern(version) || (meta.Version != nil && modern(*meta.Version)))
+	m.Modern = modern(version) || (meta.Version != nil && modern(*meta.Version))
+	required := m.Method != "" && m.ID != nil && m.Modern
 	if required && !hasMethod {
 		return m, mismatch("an MCP 2026-07-28 request needs the Mcp-Method header (%q, its method)", shorten(m.Method))
 	}
@@ -162,7 +166,7 @@ func headerMessage(version, method, name string, hasName bool) (message, *proble
 	if method == "" {
 		return message{}, mismatch("an MCP 2026-07-28 request needs the Mcp-Method header (its method)")
 	}
-	m := message{Method: method, Headers: true}
+	m := message{Method: method, Headers: true, Modern: true}
 	if mcp.MethodRequiresNameHeader(mcp.MCPMethod(method)) {
 		if !hasName || name == "" {
 			return m, mismatch("an MCP 2026-07-28 %s request needs the Mcp-Name header (its params.%s)", shorten(method), nameParam(method))
