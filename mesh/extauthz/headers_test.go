@@ -84,6 +84,8 @@ func TestMCPHeaders(t *testing.T) {
 		{name: "bad base64 name", headers: modernHeaders("tools/call", "=?base64?***?="), status: 400, rpc: -32020, msg: "not valid base64"},
 		{name: "2025-11-25 headers only", headers: map[string]string{"mcp-protocol-version": "2025-11-25", "mcp-method": "tools/call", "mcp-name": "list_notes"},
 			status: 400, rpc: -32600, msg: "is decided from its body"},
+		{name: "a version that is no date, headers only", headers: map[string]string{"mcp-protocol-version": "9999", "mcp-method": "tools/list"},
+			status: 400, rpc: -32600, msg: "is decided from its body"},
 		{name: "no version, headers only", headers: map[string]string{"mcp-method": "tools/list"}, status: 400, rpc: -32600, msg: "no MCP-Protocol-Version header"},
 
 		// Headers and body.

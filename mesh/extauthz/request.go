@@ -179,9 +179,20 @@ func headerMessage(version, method, name string, hasName bool) (message, *proble
 	return m, nil
 }
 
-// modern reports whether version is MCP 2026-07-28 or later (versions are dates, and compare as
-// strings), whose requests carry the Mcp-Method and Mcp-Name headers.
-func modern(version string) bool { return version >= mcp.ProtocolVersion20260728 }
+// modern reports whether version is MCP 2026-07-28 or a later date (YYYY-MM-DD dates compare as
+// strings), whose requests carry the Mcp-Method and Mcp-Name headers. The generated xDS routes
+// the same versions to the routes without bodies.
+func modern(version string) bool {
+	if len(version) != len("2026-07-28") || version[4] != '-' || version[7] != '-' {
+		return false
+	}
+	for i, c := range version {
+		if i != 4 && i != 7 && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return version >= mcp.ProtocolVersion20260728
+}
 
 // mismatch refuses a request whose MCP headers are missing, malformed or disagree with its body:
 // 400 with MCP's HeaderMismatch error.
