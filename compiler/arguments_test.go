@@ -79,6 +79,14 @@ level := 1 if {
 	input.arguments.x == 1
 }
 deny contains "no" if level == 2`, manifest.ArgumentReads{All: true}},
+		{"an else branch reading through a helper rule", `package lush.policies.extra
+level := 1 if {
+	input.tool.ref == "mcp://example.com/mcp"
+} else := 2 if {
+	helper
+}
+helper if input.arguments.x == 1
+deny contains "no" if level == 2`, manifest.ArgumentReads{All: true}},
 		{"rules the decision does not reach", `package lush.policies.extra
 unused if input.arguments.x == 1`, manifest.ArgumentReads{Tools: []manifest.ToolArguments{quick}}},
 	}
