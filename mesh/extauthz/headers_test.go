@@ -81,6 +81,7 @@ func TestMCPHeaders(t *testing.T) {
 		{name: "2026 without Mcp-Method", headers: map[string]string{"mcp-protocol-version": "2026-07-28", "mcp-name": "list_notes"},
 			status: 400, rpc: -32020, msg: "needs the Mcp-Method header"},
 		{name: "2026 call without Mcp-Name", headers: modernHeaders("tools/call", ""), status: 400, rpc: -32020, msg: "needs the Mcp-Name header"},
+		{name: "a known method in another case, headers only", headers: modernHeaders("TOOLS/LIST", ""), status: 400, rpc: -32020, msg: "case-sensitive"},
 		{name: "bad base64 name", headers: modernHeaders("tools/call", "=?base64?***?="), status: 400, rpc: -32020, msg: "not valid base64"},
 		{name: "2025-11-25 headers only", headers: map[string]string{"mcp-protocol-version": "2025-11-25", "mcp-method": "tools/call", "mcp-name": "list_notes"},
 			status: 400, rpc: -32600, msg: "is decided from its body"},

@@ -166,6 +166,12 @@ func headerMessage(version, method, name string, hasName bool) (message, *proble
 	if method == "" {
 		return message{}, mismatch("an MCP 2026-07-28 request needs the Mcp-Method header (its method)")
 	}
+	for _, known := range decidedMethods {
+		if method != known && strings.EqualFold(method, known) {
+			// Values are case-sensitive: a server would find it disagrees with the body's method.
+			return message{}, mismatch("the Mcp-Method header says %q: method names are case-sensitive (%q)", shorten(method), known)
+		}
+	}
 	m := message{Method: method, Headers: true, Modern: true}
 	if mcp.MethodRequiresNameHeader(mcp.MCPMethod(method)) {
 		if !hasName || name == "" {
@@ -178,6 +184,12 @@ func headerMessage(version, method, name string, hasName bool) (message, *proble
 	}
 	return m, nil
 }
+
+// decidedMethods are the methods a request to an MCP server is decided as (checkServer), beside
+// notifications.
+var decidedMethods = []string{"tools/call", "tools/list", "resources/list", "resources/templates/list", "resources/read",
+	"resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+	"initialize", "ping", "logging/setLevel", "server/discover", "subscriptions/listen"}
 
 // modern reports whether version is MCP 2026-07-28 or a later date (YYYY-MM-DD dates compare as
 // strings), whose requests carry the Mcp-Method and Mcp-Name headers. The generated xDS routes
