@@ -207,6 +207,10 @@ func (b *build) manifest() *manifest.Manifest {
 	m.Roles = b.roles()
 	m.RateLimits = b.rateLimits()
 	m.Budgets = b.budgets()
+	m.ArgumentReads = &manifest.ArgumentReads{All: true}
+	if b.policy.compiled != nil {
+		m.ArgumentReads = argumentReads(b.policy.compiled)
+	}
 	m.ServiceAccounts, m.Agents, m.Loops, m.Tools = nonNil(m.ServiceAccounts), nonNil(m.Agents), nonNil(m.Loops), nonNil(m.Tools)
 	m.Grants, m.Credentials, m.Skills, m.Policies = nonNil(m.Grants), nonNil(m.Credentials), nonNil(m.Skills), nonNil(m.Policies)
 	return m

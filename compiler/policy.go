@@ -20,6 +20,9 @@ type policyModules struct {
 	library map[string]*ast.Module // bundle path -> module
 	project map[string]*ast.Module // project-relative path -> module
 	files   []spec.PolicyFile
+	// compiled is the library and the project's modules compiled together; nil when they did
+	// not compile.
+	compiled *ast.Compiler
 }
 
 // ParserOptions are the options every Lush component parses Rego with: Rego v1, with METADATA
@@ -57,7 +60,9 @@ func (b *build) parsePolicies() {
 	c.Compile(pm.all())
 	if c.Failed() {
 		b.regoErrors(c.Errors, "")
+		return
 	}
+	pm.compiled = c
 }
 
 func (pm *policyModules) all() map[string]*ast.Module {

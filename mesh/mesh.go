@@ -13,6 +13,9 @@
 //	/gateway/agents/<agent>/...        the Lush gateway, for the tools that run inside Lush (stdio
 //	                                   servers, local tools, legacy SSE servers); the gateway decides
 //	                                   those itself, so the sidecar does not ask ext_authz again
+//
+// It also says which requests ext_authz can decide without their body (ArgumentsNeeded,
+// Route.Body): the xDS server turns body buffering off on those routes.
 package mesh
 
 import (
@@ -56,6 +59,12 @@ type Route struct {
 	Tool  string // KindServer: the tool reference of the server
 	// URL is where a KindServer route goes: the server's streamable HTTP endpoint.
 	URL *url.URL
+	// Body: ext_authz needs the request body to decide the route's requests (the xDS server
+	// asks the sidecar to send it). False for a KindServer route whose tools/calls are decided
+	// the same whatever their arguments (ArgumentsNeeded): MCP 2026 requests to it are decided
+	// from their Mcp-Method and Mcp-Name headers. Always true for KindAgent routes; false for
+	// KindGateway routes, which ext_authz does not decide.
+	Body bool
 }
 
 // ContextExtensions are the ext_authz context extensions of the route.
@@ -98,7 +107,7 @@ func Routes(m *manifest.Manifest) *Table {
 			s := slug(ref, used)
 			t.exact["/agents/"+a.Name+"/tools/"+s+"/mcp"] = len(t.Routes)
 			t.Routes = append(t.Routes, Route{Name: a.Name + "/tools/" + s, Kind: KindServer,
-				Path: "/agents/" + a.Name + "/tools/" + s + "/mcp", Agent: a.Name, Tool: ref, URL: u})
+				Path: "/agents/" + a.Name + "/tools/" + s + "/mcp", Agent: a.Name, Tool: ref, URL: u, Body: serverNeedsBody(m, &a, ref)})
 		}
 		if inside {
 			t.Routes = append(t.Routes, Route{Name: "gateway/" + a.Name, Kind: KindGateway,
@@ -106,7 +115,7 @@ func Routes(m *manifest.Manifest) *Table {
 		}
 	}
 	for _, a := range m.Agents {
-		t.Routes = append(t.Routes, Route{Name: "agent/" + a.Name, Kind: KindAgent, Path: "/agents/" + a.Name + "/", Agent: a.Name})
+		t.Routes = append(t.Routes, Route{Name: "agent/" + a.Name, Kind: KindAgent, Path: "/agents/" + a.Name + "/", Agent: a.Name, Body: true})
 	}
 	return t
 }
@@ -134,7 +143,7 @@ func (t *Table) Match(p string) (Route, bool) {
 		if !t.agents[name] || strings.HasPrefix(sub, "tools/") {
 			return Route{}, false
 		}
-		return Route{Name: "agent/" + name, Kind: KindAgent, Path: "/agents/" + name + "/", Agent: name}, true
+		return Route{Name: "agent/" + name, Kind: KindAgent, Path: "/agents/" + name + "/", Agent: name, Body: true}, true
 	}
 	return Route{}, false
 }

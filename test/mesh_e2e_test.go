@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,8 +82,16 @@ acl:
 }
 
 // sidecar serves what an Envoy sidecar in front of upstream does with Lush as its ext_authz
-// service. checks counts the CheckRequests sent.
+// service, on the assistant's route to the notes server. checks counts the CheckRequests sent.
 func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, checks *int) string {
+	t.Helper()
+	return sidecarRoute(t, authz, upstream, "/agents/assistant/tools/notes/mcp", func(*http.Request) bool { return true }, checks)
+}
+
+// sidecarRoute is sidecar on the route path, sending the request body with a CheckRequest when
+// withBody says the Envoy route the request takes asks for it, and nothing of it otherwise; the
+// upstream gets the body either way.
+func sidecarRoute(t *testing.T, authz authv3.AuthorizationClient, upstream, path string, withBody func(*http.Request) bool, checks *int) string {
 	t.Helper()
 	target, _ := url.Parse(upstream)
 	proxy := &httputil.ReverseProxy{Rewrite: func(r *httputil.ProxyRequest) {
@@ -102,8 +111,11 @@ func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, ch
 				SocketAddress: &corev3.SocketAddress{Address: host, PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(p)}}}}},
 			Request: &authv3.AttributeContext_Request{Http: &authv3.AttributeContext_HttpRequest{
 				Method: r.Method, Path: r.URL.RequestURI(), Host: r.Host, Scheme: "http", Protocol: "HTTP/1.1",
-				Headers: hdr, RawBody: body, Size: int64(len(body))}},
+				Headers: hdr}},
 		}}
+		if withBody(r) {
+			req.Attributes.Request.Http.RawBody, req.Attributes.Request.Http.Size = body, int64(len(body))
+		}
 		*checks++
 		resp, err := authz.Check(r.Context(), req)
 		if err != nil {
@@ -129,14 +141,17 @@ func sidecar(t *testing.T, authz authv3.AuthorizationClient, upstream string, ch
 		proxy.ServeHTTP(w, r)
 	}))
 	t.Cleanup(ts.Close)
-	return ts.URL + "/agents/assistant/tools/notes/mcp"
+	return ts.URL + path
 }
 
-func mcpClient(t *testing.T, endpoint, key string) *client.Client {
+func mcpClient(t *testing.T, endpoint, key string, opts ...client.ClientOption) *client.Client {
 	t.Helper()
 	c, err := client.NewStreamableHttpClient(endpoint, transport.WithHTTPHeaders(map[string]string{"X-API-Key": key}))
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(c)
 	}
 	t.Cleanup(func() { c.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -339,5 +354,183 @@ func TestMeshXDSFollowsDeploys(t *testing.T) {
 	waitFor(t, p, "lush xds: build "+hash[:12], 10*time.Second)
 	if code := p.stop(t); code != 0 {
 		t.Errorf("mesh xds exited %d", code)
+	}
+}
+
+// TestMeshHeadersOnly: on a route where no call's decision needs the body (the reader agent may
+// only read the notes server, and no policy reads its tools' arguments), the xDS `lushctl mesh xds`
+// emits sends MCP 2026 requests (by their MCP-Protocol-Version) to a route that turns body
+// buffering off, and the others to one that keeps it. Through a sidecar that follows those
+// routes, Lush decides an MCP 2026 client's requests from their Mcp-Method and Mcp-Name headers:
+// discovery, the list, a read, and a denied write, each logged without arguments. An older
+// client's requests still come with their bodies, and are decided from them.
+func TestMeshHeadersOnly(t *testing.T) {
+	upstream, rec := mcpserver.StartRecordedHTTP(t.Cleanup)
+	dir := meshProject(t, upstream)
+	writeProjectFile(t, dir, "agents/reader/spec.yaml", `name: reader
+model: gemini-2.5-flash
+description: Reads notes.
+tools:
+  - server: mcp://notes.internal/mcp
+    access: read
+acl:
+  - principal: group:eng
+    role: execute
+`)
+	writeProjectFile(t, dir, "scripts/reader.yaml", "turns: []\n")
+	buildAndDeploy(t, dir)
+
+	// The routes the generated xDS has for each path: their header matchers, and whether they
+	// turn body buffering off.
+	var printed struct {
+		Routes []struct {
+			VirtualHosts []struct {
+				Routes []struct {
+					Match struct {
+						Path    string `json:"path"`
+						Headers []struct {
+							Name        string `json:"name"`
+							StringMatch struct {
+								SafeRegex struct {
+									Regex string `json:"regex"`
+								} `json:"safe_regex"`
+							} `json:"string_match"`
+						} `json:"headers"`
+					} `json:"match"`
+					PerFilter map[string]struct {
+						CheckSettings struct {
+							NoBody bool `json:"disable_request_body_buffering"`
+						} `json:"check_settings"`
+					} `json:"typed_per_filter_config"`
+				} `json:"routes"`
+			} `json:"virtual_hosts"`
+		} `json:"routes"`
+	}
+	if err := json.Unmarshal([]byte(runLushctl(t, "mesh", "xds", "--print", dir)), &printed); err != nil {
+		t.Fatal(err)
+	}
+	type envoyRoute struct {
+		version *regexp.Regexp // the MCP-Protocol-Version the route requires; nil: any
+		noBody  bool
+	}
+	byPath := map[string][]envoyRoute{}
+	for _, r := range printed.Routes[0].VirtualHosts[0].Routes {
+		if r.Match.Path == "" {
+			continue
+		}
+		er := envoyRoute{noBody: r.PerFilter["envoy.filters.http.ext_authz"].CheckSettings.NoBody}
+		for _, h := range r.Match.Headers {
+			if h.Name != "mcp-protocol-version" {
+				t.Fatalf("route %s matches header %s", r.Match.Path, h.Name)
+			}
+			er.version = regexp.MustCompile("^(?:" + h.StringMatch.SafeRegex.Regex + ")$")
+		}
+		byPath[r.Match.Path] = append(byPath[r.Match.Path], er)
+	}
+	const readerPath, assistantPath = "/agents/reader/tools/notes/mcp", "/agents/assistant/tools/notes/mcp"
+	if rs := byPath[readerPath]; len(rs) != 2 || rs[0].version == nil || !rs[0].noBody || rs[1].version != nil || rs[1].noBody {
+		t.Fatalf("routes of %s: %+v; want one for MCP 2026 without the body, then one with it", readerPath, rs)
+	}
+	if rs := byPath[assistantPath]; len(rs) != 1 || rs[0].noBody {
+		t.Fatalf("routes of %s: %+v; want one, with the body (the assistant may write)", assistantPath, rs)
+	}
+	// As Envoy does: the first route that matches the request.
+	withBody := func(path string) func(*http.Request) bool {
+		return func(r *http.Request) bool {
+			for _, er := range byPath[path] {
+				if er.version == nil || er.version.MatchString(r.Header.Get("Mcp-Protocol-Version")) {
+					return !er.noBody
+				}
+			}
+			t.Errorf("no route of %s matches", path)
+			return true
+		}
+	}
+
+	port, authzPort := freePort(t), freePort(t)
+	logPath := filepath.Join(t.TempDir(), "decisions.db")
+	p := startProc(t, serveEnv(dir, port, logPath, "off", fmt.Sprintf("LUSH_EXT_AUTHZ_LISTEN=127.0.0.1:%d", authzPort)), lushctlBin, "serve")
+	waitFor(t, p, fmt.Sprintf("ext_authz (Envoy, gRPC): 127.0.0.1:%d", authzPort), 60*time.Second)
+	conn, err := grpc.NewClient(fmt.Sprintf("127.0.0.1:%d", authzPort), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	var checks int
+	endpoint := sidecarRoute(t, authv3.NewAuthorizationClient(conn), upstream, readerPath, withBody(readerPath), &checks)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := client.NewStreamableHttpClient(endpoint, transport.WithHTTPHeaders(map[string]string{"X-API-Key": meshAlice}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	init := mcp.InitializeRequest{}
+	init.Params.ClientInfo = mcp.Implementation{Name: "mesh-e2e-2026", Version: "1"}
+	ir, err := c.Initialize(ctx, init)
+	if err != nil || ir.ProtocolVersion != "2026-07-28" {
+		t.Fatalf("server/discover through the sidecar, from headers: %+v %v", ir, err)
+	}
+	if tools, err := c.ListTools(ctx, mcp.ListToolsRequest{}); err != nil || len(tools.Tools) == 0 {
+		t.Fatalf("tools/list from headers: %v %v", tools, err)
+	}
+	res, err := c.CallTool(ctx, callReq("echo", map[string]any{"text": "decided from headers"}))
+	if err != nil || res.IsError || mcp.GetTextFromContent(res.Content[0]) != "decided from headers" {
+		t.Fatalf("echo from headers: %v %v", res, err)
+	}
+	if _, err := c.CallTool(ctx, callReq("write_note", map[string]any{"text": "no"})); err == nil {
+		t.Errorf("write_note by the read-only reader went through")
+	}
+	c.Close()
+
+	// An older client on the same path takes the route with bodies, and is decided from them.
+	old := mcpClient(t, endpoint, meshAlice, client.WithProtocolVersion("2025-11-25"))
+	if res, err := old.CallTool(ctx, callReq("echo", map[string]any{"text": "with a body"})); err != nil || res.IsError {
+		t.Fatalf("echo of a 2025-11-25 client: %v %v", res, err)
+	}
+	old.Close()
+	if calls := rec.Calls(); !slices.Equal(calls, []string{"echo", "echo"}) {
+		t.Errorf("the MCP server received %v; only the two echoes may reach it", calls)
+	}
+	if code := p.stop(t); code != 0 {
+		t.Errorf("serve exited %d", code)
+	}
+
+	var calls []decisionlog.Event
+	for _, r := range readDecisions(t, logPath) {
+		if r.Event.Point == "ext_authz" && r.Event.Action == "tools/call" {
+			calls = append(calls, r.Event)
+		}
+	}
+	want := []struct {
+		name, outcome string
+		arguments     bool // logged: the decision saw them
+	}{{"echo", "allow", false}, {"write_note", "deny", false}, {"echo", "allow", true}}
+	if len(calls) != len(want) {
+		t.Fatalf("%d tools/call decisions, want %d: %+v", len(calls), len(want), calls)
+	}
+	for i, w := range want {
+		var in map[string]any
+		json.Unmarshal(calls[i].Input, &in)
+		if _, logged := in["arguments"]; calls[i].ToolName != w.name || calls[i].Outcome != w.outcome || logged != w.arguments {
+			t.Errorf("decision %d: %s %s, arguments logged %v (%s); want %s %s, %v", i, calls[i].ToolName, calls[i].Outcome, logged, calls[i].Input,
+				w.name, w.outcome, w.arguments)
+		}
+	}
+}
+
+// writeProjectFile writes rel in the project dir.
+func writeProjectFile(t *testing.T, dir, rel, content string) {
+	t.Helper()
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

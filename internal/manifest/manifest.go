@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -47,6 +48,41 @@ type Manifest struct {
 	// Budgets are lush.yaml budgets, sorted by name. Omitted when there are none, so such
 	// manifests keep their hash.
 	Budgets []Budget `json:"budgets,omitempty"`
+	// ArgumentReads are the tools whose tools/call arguments the policy can read, as the
+	// compiler found them in the bundle's Rego. Nil in a manifest built before the compiler
+	// recorded them: then every tool's arguments count as read.
+	ArgumentReads *ArgumentReads `json:"argument_reads,omitempty"`
+}
+
+// ArgumentReads are the tools whose tools/call arguments some rule the decision reaches can
+// read. A tool they do not name is decided the same whatever its arguments.
+type ArgumentReads struct {
+	All   bool            `json:"all,omitempty"`   // some rule reads the arguments of every tool
+	Tools []ToolArguments `json:"tools,omitempty"` // sorted by Ref
+}
+
+// ToolArguments names the tools of Ref ("*": of every reference) whose arguments a rule reads:
+// Names, or every tool of Ref when Names is empty.
+type ToolArguments struct {
+	Ref   string   `json:"ref"`
+	Names []string `json:"names,omitempty"` // sorted and unique
+}
+
+// AnyRef is the ToolArguments.Ref of a rule that reads the arguments of tools of any reference.
+const AnyRef = "*"
+
+// Read reports whether the policy can read the arguments of a tools/call of ref's tool name.
+// A nil ArgumentReads (a manifest from before they were recorded) reads every tool's.
+func (a *ArgumentReads) Read(ref, name string) bool {
+	if a == nil || a.All {
+		return true
+	}
+	for _, t := range a.Tools {
+		if (t.Ref == ref || t.Ref == AnyRef) && (len(t.Names) == 0 || slices.Contains(t.Names, name)) {
+			return true
+		}
+	}
+	return false
 }
 
 // Budget is a limit of Limit units (Unit: tokens, tool_calls or credits) per calendar period

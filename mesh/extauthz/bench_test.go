@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -185,6 +186,52 @@ func BenchmarkCheck(b *testing.B) {
 			})
 			// The process's CPU per Check (client and server; not the wall time, which other
 			// processes on the machine change).
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkCheckHeadersOrBody is the cost of one Check of an MCP 2026 tools/call that no policy
+// reads the arguments of (list_notes, a read), decided from its body as the sidecar sends it
+// (with small arguments, and with 16 KiB of them), and from its Mcp-Method and Mcp-Name headers
+// alone, as on a route that does not buffer bodies. 8 concurrent callers per CPU.
+//
+//	go test ./mesh/extauthz -run '^$' -bench CheckHeadersOrBody -benchmem -count 6
+func BenchmarkCheckHeadersOrBody(b *testing.B) {
+	headers := modernHeaders("tools/call", "list_notes")
+	big := strings.Repeat("x", 16<<10)
+	for _, tc := range []struct {
+		name string
+		body func(i int64) []byte // nil: headers only
+	}{
+		{"from=body", func(i int64) []byte {
+			return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_notes","arguments":{"folder":"standup %d"},%s}}`, i, i, meta2026)
+		}},
+		{"from=body-16KiB", func(i int64) []byte {
+			return fmt.Appendf(nil, `{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"list_notes","arguments":{"folder":"%s %d"},%s}}`, i, big, i, meta2026)
+		}},
+		{"from=headers", nil},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			client := start(b, harnessOpts{}).client
+			b.SetParallelism(8)
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := processCPU()
+			var n atomic.Int64
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					i := n.Add(1)
+					var body string
+					if tc.body != nil {
+						body = string(tc.body(i))
+					}
+					resp, err := client.Check(context.Background(), mcpPost(headers, body))
+					if err != nil || resp.GetOkResponse() == nil {
+						b.Fatalf("Check: %v %v", err, resp)
+					}
+				}
+			})
 			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "cpu-µs/op")
 		})
 	}

@@ -69,6 +69,10 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) *authv3.Ch
 	var msg message
 	if route.Kind == mesh.KindServer || isMCPEndpoint(h.GetPath()) {
 		if msg, p = readMessage(h, hdr); p != nil {
+			if p.code == codeHeaderMismatch {
+				s.opts.Logger.Warn("ext_authz: refused a request whose MCP headers are missing or disagree with its body",
+					"route", route.Name, "reason", p.msg)
+			}
 			return refuse(msg.ID, p)
 		}
 	}
@@ -151,6 +155,14 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 			return refuse(msg.ID, badRequest(mcphttp.CodeInvalidParams, `tools/call needs params {"name": "<tool>", "arguments": {...}}`))
 		}
 		in.Tool.Name = name
+		if msg.Headers {
+			// Decided from the headers: only when nothing in the decision reads the arguments.
+			if need, why := mesh.ArgumentsNeeded(b.manifest, route.Agent, route.Tool, name); need {
+				return refuse(nil, badRequest(mcphttp.CodeInvalidRequest,
+					"the sidecar did not send the body of this tools/call, and deciding it needs its arguments: %s. "+
+						"Give the route the ext_authz filter's request body (with_request_body; lushctl mesh xds of this build does)", why))
+			}
+		}
 		if raw, ok := msg.Params["arguments"]; ok && string(raw) != "null" {
 			if v, problem := s.enforcer.CheckArguments(ctx, in, raw, s.opts.ArgumentLimits); problem != nil {
 				return invalidArguments(msg.ID, v, problem)
@@ -180,16 +192,25 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}
 		json.Unmarshal(msg.Params["ref"], &p.Ref)
 		in.Action = authz.ActionResourcesRead
-		if p.Ref.Type == "ref/prompt" {
+		if p.Ref.Type == "ref/prompt" || msg.Headers {
+			// Without the body, what is completed is unknown: it must be allowed as both.
 			in.Action = authz.ActionPromptsGet
 		}
-	case "", "initialize", "ping", "logging/setLevel":
+	case "", "initialize", "ping", "logging/setLevel", "server/discover", "subscriptions/listen":
 		// The session's own messages (and responses to the server's requests) reach the server
-		// only for callers that may list its tools.
+		// only for callers that may list its tools. MCP 2026 has no sessions: server/discover
+		// (what the server supports) is read as initialize was, and subscriptions/listen (the
+		// server's change notifications) as the event stream of a GET.
 		in.Action = authz.ActionToolsList
 	default:
 		if !strings.HasPrefix(msg.Method, "notifications/") {
-			return refuse(msg.ID, &problem{status: http.StatusBadRequest, code: mcphttp.CodeMethodNotFound,
+			// MCP 2026 answers a method the server does not implement with 404; earlier versions
+			// with 400.
+			status := http.StatusBadRequest
+			if msg.Modern {
+				status = http.StatusNotFound
+			}
+			return refuse(msg.ID, &problem{status: status, code: mcphttp.CodeMethodNotFound,
 				msg: fmt.Sprintf("method %q cannot be authorized through the mesh, so it is refused", shorten(msg.Method))})
 		}
 		in.Action = authz.ActionToolsList
@@ -214,6 +235,17 @@ func (s *Server) checkServer(ctx context.Context, b *build, route mesh.Route, ms
 		}))
 	}
 	v := s.enforcer.Decide(ctx, in, opts...)
+	if msg.Headers && msg.Method == "completion/complete" && v.Outcome == authz.OutcomeAllow {
+		in.Action = authz.ActionResourcesRead
+		v = s.enforcer.Decide(ctx, in, opts...)
+	}
+	if msg.Headers && (v.Outcome == authz.OutcomeApproval || v.Outcome == authz.OutcomeStub) {
+		// A stub answers with the arguments, and an approval is of the exact call: neither can be
+		// given without the body. Refused: the call does not reach the server.
+		return refuse(nil, badRequest(mcphttp.CodeInvalidRequest,
+			"decision %s is %s, which needs the call's arguments, but the sidecar did not send its body: "+
+				"give the route the ext_authz filter's request body (with_request_body)", v.ID, v.Outcome))
+	}
 	if v.Outcome == authz.OutcomeApproval && in.Action == authz.ActionToolsCall && s.approvals != nil {
 		var refusal *authv3.CheckResponse
 		if v, refusal = s.approve(ctx, in, v, msg, opts...); refusal != nil {

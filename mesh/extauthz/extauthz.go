@@ -6,7 +6,9 @@
 // the ext_authz context extensions): an MCP message to a remote MCP server is decided as the
 // gateway decides it (tools/call with its tool and arguments, tools/list, resources, prompts; the
 // session's own messages as tools/list of the server), and a call of an agent's endpoints as
-// agent/invoke. The caller is the identity Envoy verified (jwt_authn metadata, the peer
+// agent/invoke. An MCP 2026 request is read from its body cross-checked with its Mcp-Method and
+// Mcp-Name headers, or, on a route whose calls need nothing from the body (mesh.Route.Body), from
+// those headers alone (request.go). The caller is the identity Envoy verified (jwt_authn metadata, the peer
 // certificate's SPIFFE id) or what Lush's authenticator accepts (bearer tokens, API keys, a
 // trusted proxy's header).
 //

@@ -86,6 +86,7 @@ type harnessOpts struct {
 	approvals bool              // calls that need approval ask for one in the log's approvals store
 	limits    jsonlimit.Limits
 	failures  *identity.Failures
+	logger    *slog.Logger // Lush's log (discarded when nil)
 }
 
 // start builds the test project, and serves an ext_authz server over it on loopback TCP and on a
@@ -159,7 +160,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 	}}
 	policy := enforce.NewPolicy(enforce.Config{Environment: "dev", Log: h.log})
 	opts := extauthz.Options{Policy: policy, Auth: auth, Broker: broker, LiveWrites: func(string) bool { return o.live },
-		ArgumentLimits: o.limits, AuthFailures: o.failures}
+		ArgumentLimits: o.limits, AuthFailures: o.failures, Logger: o.logger}
 	if o.approvals {
 		if h.approvals, err = decisionlog.OpenApprovals(h.logPath); err != nil {
 			t.Fatal(err)
@@ -331,8 +332,10 @@ func TestCapturedChecks(t *testing.T) {
 		{file: "untrusted_header", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "192.168.1.5", headers: map[string]string{"www-authenticate": `Bearer realm="lush"`}},
 		{file: "no_identity", status: 401, grpc: code.Code_UNAUTHENTICATED, msg: "carries no credentials"},
 		{file: "bad_body", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "not a JSON-RPC message"},
-		{file: "header_mismatch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `Mcp-Name header says "search" but the message names "write_note"`},
+		{file: "header_mismatch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `Mcp-Name header says "search" but the message's params.name is "write_note"`},
 		{file: "headers_only_list", allowed: true, outcome: "allow", action: "tools/list", principal: "user:alice", cred: "Bearer " + aliceNotes},
+		// Before 2026-07-28 servers do not check the headers against the body: the body decides.
+		{file: "headers_only_list_legacy", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "is decided from its body"},
 		{file: "no_body_call", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "with_request_body"},
 		{file: "duplicate_name", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: `"name" appears twice`},
 		{file: "batch", status: 400, grpc: code.Code_INVALID_ARGUMENT, msg: "batches"},

@@ -9,25 +9,39 @@ import (
 	"strings"
 
 	authv3 "github.com/envoyproxy/go-control-plane/envoy/service/auth/v3"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/internal/mcphttp"
 )
 
-// Headers of the MCP 2026 transport that name a message's method and target, so that proxies can
-// route without reading the body. When the body is there too, both must agree.
+// Headers of the MCP 2026 transport (2026-07-28) that name a message's method and target, so that
+// proxies can route without reading the body; when the body is there too, both must agree.
 const (
-	headerMethod = "mcp-method"
-	headerName   = "mcp-name"
+	headerMethod   = "mcp-method"
+	headerName     = "mcp-name"
+	headerProtocol = "mcp-protocol-version"
 	// Envoy sets it when with_request_body.allow_partial_message cut the body.
 	headerPartialBody = "x-envoy-auth-partial-body"
+	// metaProtocol is the _meta member of an MCP 2026 request that names its protocol version.
+	metaProtocol = "io.modelcontextprotocol/protocolVersion"
 )
+
+// codeHeaderMismatch is MCP 2026's JSON-RPC error for headers that are missing, malformed or
+// disagree with the body (HeaderMismatch).
+const codeHeaderMismatch = -32020
 
 // message is the MCP message a request carries, as far as a decision needs it.
 type message struct {
 	Method string                     // the JSON-RPC method; "" for GET, DELETE and responses
 	ID     json.RawMessage            // the JSON-RPC id; nil for notifications
 	Params map[string]json.RawMessage // nil when absent
-	Body   bool                       // the message came from the body (not only from headers)
+	Body   bool                       // the message came from the body
+	// Headers: the message was read from its Mcp-Method and Mcp-Name headers alone (an MCP 2026
+	// request whose body the sidecar did not send).
+	Headers bool
+	// Modern: the request is of MCP 2026-07-28 or later (by its MCP-Protocol-Version header or
+	// its params._meta).
+	Modern bool
 }
 
 // problem is a request that cannot be decided: it is refused before the policy, with its
@@ -71,9 +85,11 @@ func headers(h *authv3.AttributeContext_HttpRequest) map[string]string {
 }
 
 // readMessage reads the MCP message of a request to an MCP endpoint: from the body, which Envoy
-// sends when the ext_authz filter has with_request_body, cross-checked with the Mcp-Method and
-// Mcp-Name headers when they are present; from the headers alone only for methods whose decision
-// needs no body.
+// sends when the ext_authz filter (or the route) asks for it, cross-checked with the MCP 2026
+// Mcp-Method, Mcp-Name and MCP-Protocol-Version headers; from those headers alone when the body
+// was not sent and the request is of MCP 2026, whose servers refuse a body that disagrees with
+// its headers. A request of an older version is read from its body only: its servers do not
+// check the headers, so they could say anything.
 func readMessage(h *authv3.AttributeContext_HttpRequest, hdr map[string]string) (message, *problem) {
 	switch h.GetMethod() {
 	case http.MethodGet, http.MethodDelete, http.MethodHead, http.MethodOptions:
@@ -92,34 +108,108 @@ func readMessage(h *authv3.AttributeContext_HttpRequest, hdr map[string]string) 
 	if len(body) == 0 && h.GetBody() != "" {
 		body = []byte(h.GetBody())
 	}
-	hMethod, hName := hdr[headerMethod], hdr[headerName]
+	hMethod, hasMethod := hdr[headerMethod]
+	rawName, hasName := hdr[headerName]
+	hName, ok := mcp.DecodeHeaderValue(rawName)
+	if !ok {
+		return message{}, mismatch("the Mcp-Name header is not valid base64 inside =?base64?…?=")
+	}
+	version := hdr[headerProtocol]
 	if len(bytes.TrimSpace(body)) == 0 {
-		if hMethod == "" || hMethod == "tools/call" {
-			return message{}, badRequest(mcphttp.CodeInvalidRequest,
-				"the sidecar did not send the request body, so the MCP message cannot be checked: configure the ext_authz filter with with_request_body (lushctl mesh xds does)")
-		}
-		m := message{Method: hMethod}
-		if hName != "" {
-			m.Params = map[string]json.RawMessage{}
-			m.Params[nameParam(hMethod)], _ = json.Marshal(hName)
-		}
-		return m, nil
+		return headerMessage(version, hMethod, hName, hasName)
 	}
 	m, p := parseMessage(body)
 	if p != nil {
 		return m, p
 	}
-	if hMethod != "" && hMethod != m.Method {
-		return m, badRequest(mcphttp.CodeInvalidRequest, "the Mcp-Method header says %q but the message's method is %q: they must agree", shorten(hMethod), shorten(m.Method))
+	var meta struct {
+		Version *string `json:"io.modelcontextprotocol/protocolVersion"`
 	}
-	if hName != "" {
+	json.Unmarshal(m.Params["_meta"], &meta)
+	if meta.Version != nil && version != "" && *meta.Version != version {
+		return m, mismatch("the MCP-Protocol-Version header says %q but the message's params._meta[%q] says %q: they must agree", shorten(version), metaProtocol, shorten(*meta.Version))
+	}
+	// An MCP 2026 request must name its method, and its tool, resource or prompt, in headers.
+	m.Modern = modern(version) || (meta.Version != nil && modern(*meta.Version))
+	required := m.Method != "" && m.ID != nil && m.Modern
+	if required && !hasMethod {
+		return m, mismatch("an MCP 2026-07-28 request needs the Mcp-Method header (%q, its method)", shorten(m.Method))
+	}
+	if hasMethod && hMethod != m.Method {
+		return m, mismatch("the Mcp-Method header says %q but the message's method is %q: they must agree", shorten(hMethod), shorten(m.Method))
+	}
+	if required && !hasName && mcp.MethodRequiresNameHeader(mcp.MCPMethod(m.Method)) {
+		return m, mismatch("an MCP 2026-07-28 %s request needs the Mcp-Name header (its params.%s)", shorten(m.Method), nameParam(m.Method))
+	}
+	if hasName {
 		var name string
 		json.Unmarshal(m.Params[nameParam(m.Method)], &name)
 		if hName != name {
-			return m, badRequest(mcphttp.CodeInvalidRequest, "the Mcp-Name header says %q but the message names %q: they must agree", shorten(hName), shorten(name))
+			return m, mismatch("the Mcp-Name header says %q but the message's params.%s is %q: they must agree", shorten(hName), nameParam(m.Method), shorten(name))
 		}
 	}
 	return m, nil
+}
+
+// headerMessage is the message of a POST whose body the sidecar did not send, read from its
+// headers: only for MCP 2026 requests, with the headers that version requires.
+func headerMessage(version, method, name string, hasName bool) (message, *problem) {
+	if !modern(version) {
+		v := "no MCP-Protocol-Version header"
+		if version != "" {
+			v = fmt.Sprintf("MCP-Protocol-Version %q", shorten(version))
+		}
+		return message{}, badRequest(mcphttp.CodeInvalidRequest,
+			"the sidecar did not send the request body, and a request with %s is decided from its body (only MCP 2026-07-28 servers check the Mcp-Method and Mcp-Name headers against it): "+
+				"configure the ext_authz filter with with_request_body on this route (lushctl mesh xds does)", v)
+	}
+	if method == "" {
+		return message{}, mismatch("an MCP 2026-07-28 request needs the Mcp-Method header (its method)")
+	}
+	for _, known := range decidedMethods {
+		if method != known && strings.EqualFold(method, known) {
+			// Values are case-sensitive: a server would find it disagrees with the body's method.
+			return message{}, mismatch("the Mcp-Method header says %q: method names are case-sensitive (%q)", shorten(method), known)
+		}
+	}
+	m := message{Method: method, Headers: true, Modern: true}
+	if mcp.MethodRequiresNameHeader(mcp.MCPMethod(method)) {
+		if !hasName || name == "" {
+			return m, mismatch("an MCP 2026-07-28 %s request needs the Mcp-Name header (its params.%s)", shorten(method), nameParam(method))
+		}
+	}
+	if hasName {
+		m.Params = map[string]json.RawMessage{}
+		m.Params[nameParam(method)], _ = json.Marshal(name)
+	}
+	return m, nil
+}
+
+// decidedMethods are the methods a request to an MCP server is decided as (checkServer), beside
+// notifications.
+var decidedMethods = []string{"tools/call", "tools/list", "resources/list", "resources/templates/list", "resources/read",
+	"resources/subscribe", "resources/unsubscribe", "prompts/list", "prompts/get", "completion/complete",
+	"initialize", "ping", "logging/setLevel", "server/discover", "subscriptions/listen"}
+
+// modern reports whether version is MCP 2026-07-28 or a later date (YYYY-MM-DD dates compare as
+// strings), whose requests carry the Mcp-Method and Mcp-Name headers. The generated xDS routes
+// the same versions to the routes without bodies.
+func modern(version string) bool {
+	if len(version) != len("2026-07-28") || version[4] != '-' || version[7] != '-' {
+		return false
+	}
+	for i, c := range version {
+		if i != 4 && i != 7 && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return version >= mcp.ProtocolVersion20260728
+}
+
+// mismatch refuses a request whose MCP headers are missing, malformed or disagree with its body:
+// 400 with MCP's HeaderMismatch error.
+func mismatch(format string, args ...any) *problem {
+	return &problem{status: http.StatusBadRequest, code: codeHeaderMismatch, msg: "header mismatch: " + fmt.Sprintf(format, args...)}
 }
 
 // peekID is the JSON-RPC id of a request's body, when the body is a JSON object that has one: an

@@ -33,6 +33,7 @@ import (
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	upstreamhttpv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/upstreams/http/v3"
+	matcherv3 "github.com/envoyproxy/go-control-plane/envoy/type/matcher/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/types"
 	"github.com/envoyproxy/go-control-plane/pkg/cache/v3"
@@ -150,12 +151,12 @@ func Resources(m *manifest.Manifest, o Options) (map[resource.Type][]types.Resou
 
 	vh := &routev3.VirtualHost{Name: "lush", Domains: []string{"*"}}
 	for _, r := range tab.Routes {
-		rt, err := route(r, addCluster)
+		rts, err := routes(r, addCluster)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		vh.Routes = append(vh.Routes, rt)
+		vh.Routes = append(vh.Routes, rts...)
 	}
 	routes := &routev3.RouteConfiguration{Name: RouteConfigName, VirtualHosts: []*routev3.VirtualHost{vh}}
 
@@ -203,6 +204,37 @@ func validate(r types.Resource) error {
 		return fmt.Errorf("%T has no ValidateAll", r)
 	}
 	return v.ValidateAll()
+}
+
+// modernVersion matches the MCP-Protocol-Version of MCP 2026-07-28 and every later (date) version:
+// the requests whose servers check the Mcp-Method and Mcp-Name headers against the body.
+const modernVersion = `2026-07-(2[89]|3[01])|2026-(0[89]|1[0-2])-[0-9]{2}|20(2[7-9]|[3-9][0-9])-[0-9]{2}-[0-9]{2}`
+
+// routes are the Envoy routes of a mesh route. The filter sends the request body
+// (with_request_body). A server route whose calls need nothing from it (mesh.Route.Body false) is
+// two: first, for MCP 2026 requests (by their MCP-Protocol-Version header), the route that turns
+// body buffering off, as ext_authz decides those from their Mcp-Method and Mcp-Name headers; then,
+// for the other versions, whose headers no server checks, the route that sends the body.
+func routes(r mesh.Route, addCluster func(*clusterv3.Cluster, error)) ([]*routev3.Route, error) {
+	rt, err := route(r, addCluster)
+	if err != nil || r.Kind != mesh.KindServer || r.Body {
+		return []*routev3.Route{rt}, err
+	}
+	headers, err := route(r, addCluster)
+	if err != nil {
+		return nil, err
+	}
+	headers.Name += "/mcp-2026"
+	headers.Match.Headers = []*routev3.HeaderMatcher{{Name: "mcp-protocol-version", HeaderMatchSpecifier: &routev3.HeaderMatcher_StringMatch{
+		StringMatch: &matcherv3.StringMatcher{MatchPattern: &matcherv3.StringMatcher_SafeRegex{SafeRegex: &matcherv3.RegexMatcher{Regex: modernVersion}}}}}}
+	per := &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_CheckSettings{
+		CheckSettings: &extauthzv3.CheckSettings{ContextExtensions: r.ContextExtensions(), DisableRequestBodyBuffering: true}}}
+	cfg, err := anypb.New(per)
+	if err != nil {
+		return nil, err
+	}
+	headers.TypedPerFilterConfig[wellknown.HTTPExternalAuthorization] = cfg
+	return []*routev3.Route{headers, rt}, nil
 }
 
 // route is the Envoy route of a mesh route, and the cluster it needs.
