@@ -13,6 +13,7 @@ import (
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/policies/authz"
+	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/vault"
 )
 
@@ -189,7 +190,7 @@ func (c *call) listPrompts(ctx context.Context) (any, error) {
 
 func (c *call) getPrompt(ctx context.Context) (any, error) {
 	p := params(c.req)
-	e, srv, err := c.prompt(ctx, stringParam(p, "name"))
+	e, srv, v, err := c.prompt(ctx, stringParam(p, "name"))
 	if err != nil {
 		return nil, err
 	}
@@ -204,22 +205,23 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 }
 
 // prompt finds a prompt of the agent by name and decides reading it (prompts/get): the prompt and
-// the connection to its server, or the error prompts/get and completion/complete answer with.
-func (c *call) prompt(ctx context.Context, name string) (*exposed, *upstream.Server, error) {
+// the connection to its server and the decision that allowed it, or the error prompts/get and
+// completion/complete answer with.
+func (c *call) prompt(ctx context.Context, name string) (*exposed, *upstream.Server, *enforce.Verdict, error) {
 	e, ok := c.g.catalog(c.s, c.agent).byName[name]
 	if !ok {
-		return nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", name)
+		return nil, nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "unknown prompt %q: call prompts/list", name)
 	}
 	var cred *vault.Credential
 	v := c.g.enforcer.Decide(ctx, c.input(authz.ActionPromptsGet, &authz.Tool{Ref: e.Ref}), c.needCredential(e.Ref, &cred))
 	if !v.Allow {
-		return nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
+		return nil, nil, nil, mcphttp.Errorf(mcphttp.CodeInvalidRequest, "%s", v.Explain())
 	}
 	srv, err := c.server(ctx, e.Ref, cred)
 	if err != nil {
-		return nil, nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not available: %v", err)
+		return nil, nil, nil, mcphttp.Errorf(mcphttp.CodeInternalError, "the prompt's server is not available: %v", err)
 	}
-	return e, srv, nil
+	return e, srv, v, nil
 }
 
 // complete routes completion/complete to the server of the prompt or resource it is about. A
@@ -236,7 +238,7 @@ func (c *call) complete(ctx context.Context) (any, error) {
 	empty := map[string]any{"completion": map[string]any{"values": []string{}}}
 	switch ref.Type {
 	case "ref/prompt":
-		e, srv, err := c.prompt(ctx, ref.Name)
+		e, srv, _, err := c.prompt(ctx, ref.Name)
 		if err != nil {
 			return nil, err
 		}
