@@ -1,0 +1,203 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/policies/approval"
+	"github.com/lush-agents/lush/policies/decisionlog"
+)
+
+// inbandHarness serves builtin/shell live (touch allowed), every call of it needing approval, with
+// the approval page's public base URL set and calls that wait for wait.
+func inbandHarness(t *testing.T, wait time.Duration) (*harness, *decisionlog.Approvals) {
+	t.Helper()
+	cfg := gateway.Config{Builtins: gateway.BuiltinsConfig{Shell: gateway.ShellConfig{Mode: "allowlist", Allowed: []string{"touch"}}},
+		Approvals: approval.Config{Wait: wait, Poll: 5 * time.Millisecond}}
+	cfg.LiveWrites.Tools = []string{"builtin/shell"}
+	cfg.Auth.ResourceURL = "https://lush.example/base"
+	var store *decisionlog.Approvals
+	h := shellHarness(t, cfg, nil, func(o *gateway.Options) {
+		var err error
+		if store, err = decisionlog.OpenApprovals(o.Policy.Log().Path()); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		o.Approvals = store
+	})
+	return h, store
+}
+
+var alice = identity.Caller{ID: "user:alice", Groups: []string{"group:eng"}, Method: identity.MethodAPIKey}
+
+// mrtrCall sends a 2026-07-28 tools/call of the shell as caller, with the client capabilities
+// caps, and extra params (requestState, inputResponses); it returns the result as JSON.
+func mrtrCall(t *testing.T, h *harness, caller identity.Caller, caps, cmd string, extra map[string]any) (map[string]any, error) {
+	t.Helper()
+	p := map[string]any{"name": "shell", "arguments": map[string]any{"cmd": cmd},
+		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": gateway.ProtocolMRTR,
+			"io.modelcontextprotocol/clientInfo":         map[string]any{"name": "test", "version": "1"},
+			"io.modelcontextprotocol/clientCapabilities": json.RawMessage(caps)}}
+	for k, v := range extra {
+		p[k] = v
+	}
+	params, _ := json.Marshal(p)
+	req := &mcphttp.Request{Endpoint: "assistant", Protocol: gateway.ProtocolMRTR, ID: json.RawMessage(`7`), Method: "tools/call", Params: params}
+	res, err := gateway.ServeMCP(identity.WithCaller(context.Background(), caller), h.gw, req)
+	if err != nil {
+		return nil, err
+	}
+	b, _ := json.Marshal(res)
+	var out map[string]any
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out, nil
+}
+
+const urlCaps = `{"elicitation": {"url": {}}}`
+
+// inputRequired checks res is an input_required result pointing at the page of a pending
+// approval of builtin/shell by alice, and returns the approval's id and the requestState.
+func inputRequired(t *testing.T, res map[string]any, store *decisionlog.Approvals) (string, string) {
+	t.Helper()
+	if res["resultType"] != "input_required" {
+		t.Fatalf("not input_required: %v", res)
+	}
+	req, _ := res["inputRequests"].(map[string]any)[gateway.ApprovalInputKey].(map[string]any)
+	params, _ := req["params"].(map[string]any)
+	id, _ := params["elicitationId"].(string)
+	state, _ := res["requestState"].(string)
+	if req["method"] != "elicitation/create" || params["mode"] != "url" || params["url"] != "https://lush.example/base/approvals/"+id+"/page" ||
+		!strings.Contains(params["message"].(string), "needs a person's approval") || state == "" {
+		t.Fatalf("input request: %v, state %q", req, state)
+	}
+	ap, err := store.Get(context.Background(), id)
+	if err != nil || ap.Status != decisionlog.ApprovalPending || ap.Principal != "user:alice" || ap.Tool != "builtin/shell" {
+		t.Fatalf("approval %s: %+v %v", id, ap, err)
+	}
+	return id, state
+}
+
+func retry(state, action string) map[string]any {
+	return map[string]any{"requestState": state, "inputResponses": map[string]any{gateway.ApprovalInputKey: map[string]any{"action": action}}}
+}
+
+func resultText(res map[string]any) string {
+	b, _ := json.Marshal(res["content"])
+	return string(b)
+}
+
+// TestInputRequiredApproval: a 2026-07-28 client that declares URL elicitation is answered
+// input_required at once, pointing at the approval's page; its retry with the signed
+// requestState runs the call once a person approved exactly that call, is asked again while the
+// approval is pending, and is refused once the approval is used, denied, or the user declined.
+func TestInputRequiredApproval(t *testing.T) {
+	h, store := inbandHarness(t, 20*time.Millisecond)
+	created := filepath.Join(h.dir, "created")
+
+	res, err := mrtrCall(t, h, alice, urlCaps, "touch created", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, state := inputRequired(t, res, store)
+
+	// Retries whose state does not fit are refused before anything is decided.
+	for _, tc := range []struct {
+		name, cmd, state string
+		caller           identity.Caller
+		want             string
+	}{
+		{"tampered", "touch created", state[:len(state)-3] + "AAA", alice, "signature does not verify"},
+		{"another caller", "touch created", state, identity.Caller{ID: "user:bob", Method: identity.MethodAPIKey}, "another caller"},
+		{"another call", "touch other", state, alice, "another call"},
+		{"not ours, cut", "touch created", "lush-approval.v1.xyz", alice, "not one this gateway issued"},
+	} {
+		_, err := mrtrCall(t, h, tc.caller, urlCaps, tc.cmd, retry(tc.state, "accept"))
+		var rpc *mcphttp.Error
+		if !errors.As(err, &rpc) || rpc.Code != mcphttp.CodeInvalidParams || !strings.Contains(rpc.Message, "requestState: ") || !strings.Contains(rpc.Message, tc.want) {
+			t.Errorf("%s: %v", tc.name, err)
+		}
+	}
+
+	// Pending: asked again (after the wait), for the same approval.
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	if again, _ := inputRequired(t, res, store); again != id {
+		t.Errorf("a pending retry asked for approval %s, not %s", again, id)
+	}
+	// Declined: refused, nothing asked.
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "decline"))
+	if res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval "+id) {
+		t.Errorf("declined: %v", res)
+	}
+	if _, err := os.Stat(created); err == nil {
+		t.Fatal("the command ran before it was approved")
+	}
+
+	// Approved: the retry runs, once.
+	if _, err := store.Decide(context.Background(), id, true, "user:bob", "ok", "d-1"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	if sc, _ := res["structuredContent"].(map[string]any); sc["ok"] != true {
+		t.Fatalf("the approved retry: %v", res)
+	}
+	if _, err := os.Stat(created); err != nil {
+		t.Fatalf("the approved command did not run: %v", err)
+	}
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	if res["isError"] != true || !strings.Contains(resultText(res), "already been used") {
+		t.Errorf("a second retry under the used approval: %v", res)
+	}
+
+	// Denied: the retry is refused, and no new approval is asked for.
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch denied", nil)
+	id2, state2 := inputRequired(t, res, store)
+	if _, err := store.Decide(context.Background(), id2, false, "user:bob", "not now", "d-2"); err != nil {
+		t.Fatal(err)
+	}
+	res, _ = mrtrCall(t, h, alice, urlCaps, "touch denied", retry(state2, "accept"))
+	if res["isError"] != true || !strings.Contains(resultText(res), "user:bob denied approval "+id2) {
+		t.Errorf("denied: %v", res)
+	}
+	if pending, _ := store.List(context.Background(), decisionlog.ApprovalFilter{Status: decisionlog.ApprovalPending}); len(pending) != 0 {
+		t.Errorf("approvals pending after the refusals: %+v", pending)
+	}
+
+	// The log: every attempt decided; the run under lush.approval.granted; the asks completed
+	// approval_pending.
+	var run, asked int
+	for _, r := range h.events(decisionlog.Filter{Tool: "builtin/shell", Action: "tools/call"}) {
+		if slices.Contains(r.Event.Rules, "lush.approval.granted") {
+			run++
+		}
+		if r.Completion != nil && r.Completion.Status == decisionlog.StatusApprovalPending {
+			asked++
+		}
+	}
+	if run != 1 || asked < 3 {
+		t.Errorf("logged: %d runs under an approval, %d asks", run, asked)
+	}
+}
+
+// TestInputRequiredNeedsURLElicitation: a 2026-07-28 client that does not declare elicitation in
+// URL mode waits as before, and is told the approval is pending.
+func TestInputRequiredNeedsURLElicitation(t *testing.T) {
+	h, _ := inbandHarness(t, 20*time.Millisecond)
+	for _, caps := range []string{`{}`, `{"elicitation": {}}`, `{"elicitation": {"form": {}}}`, `{"elicitation": {"url": true}}`} {
+		res, err := mrtrCall(t, h, alice, caps, "touch created", nil)
+		if err != nil || res["resultType"] == "input_required" || res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval") {
+			t.Errorf("capabilities %s: %v %v", caps, res, err)
+		}
+	}
+}
