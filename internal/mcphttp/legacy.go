@@ -84,11 +84,13 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req := &Request{Session: &ls.Session, Endpoint: ls.Endpoint, Protocol: ls.Protocol, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
+	if m.IsResponse() {
+		s.answer(w, ls.ID, ls.principal, m) // the answer to a question of Ask
+		return
+	}
 	if !m.IsRequest() {
 		w.WriteHeader(http.StatusAccepted)
-		if m.IsNotification() {
-			s.notification(r.Context(), req)
-		}
+		s.notification(r.Context(), req)
 		return
 	}
 	if !s.startLegacy() {
@@ -112,6 +114,12 @@ func (s *Server) LegacyMessages(w http.ResponseWriter, r *http.Request) {
 			}
 			return nil
 		}
+		req.ask = s.asker(ctx, ls.ID, ls.principal, func(msg []byte) error {
+			if !s.streams.send(ls.ID, msg) {
+				return errors.New("the session's SSE stream is gone or not keeping up")
+			}
+			return nil
+		})
 		result, err := s.call(ctx, req)
 		var rpcErr *Error
 		if err != nil {

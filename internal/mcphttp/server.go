@@ -54,6 +54,7 @@ type Request struct {
 	HTTP     *http.Request
 
 	notify func(method string, params any) error
+	ask    func(ctx context.Context, method string, params any) (json.RawMessage, error) // ask.go
 }
 
 // Notify sends a notification related to this request (progress, log messages) before its
@@ -108,6 +109,7 @@ type Server struct {
 	inflight sync.Map // session id + "\x00" + request id -> context.CancelFunc
 	streams  *hub
 	legacy   sync.Map // legacy SSE session id -> *legacySession
+	asks     asks     // questions to clients waiting for an answer (ask.go)
 	ctx      context.Context
 	stop     context.CancelFunc
 
@@ -221,7 +223,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		s.notification(r.Context(), req)
 		w.WriteHeader(http.StatusAccepted)
 	case m.IsResponse():
-		w.WriteHeader(http.StatusAccepted) // answers to server requests: none are sent
+		s.answer(w, sess.ID, sess.Principal, m) // the answer to a question of Ask
 	default:
 		s.serve(w, r, req, acceptsStream(r))
 	}
@@ -305,6 +307,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, str
 
 	out := &responseStream{w: w, stream: stream}
 	req.notify = out.notify
+	if stream && req.Session != nil && !stateless(req.Protocol) {
+		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
+	}
 	result, err := s.call(ctx, req)
 	out.finish(req.ID, result, err, s.cfg.Logger)
 }

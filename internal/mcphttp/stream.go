@@ -68,6 +68,15 @@ func (r *responseStream) notify(method string, params any) error {
 	if err != nil {
 		return err
 	}
+	return r.send(msg)
+}
+
+// send writes a message of the server before the response, upgrading the response to an SSE
+// stream.
+func (r *responseStream) send(msg []byte) error {
+	if !r.stream {
+		return errors.New("the client did not accept a stream (Accept: text/event-stream)")
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.done {
