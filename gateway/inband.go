@@ -213,9 +213,68 @@ func (c *call) takeApprovalRetry(p map[string]json.RawMessage, ac approval.Call)
 	return &approvalRetry{state: st, accepted: answer.Action == "accept"}, nil
 }
 
+// errDeclined stops the wait of a call whose user declined to open its approval's page.
+var errDeclined = errors.New("the user declined to open the approval page")
+
 // askApproval waits for the approval of a 2025-11-25 call whose client declared elicitation in
-// URL mode. Not yet: it waits as for any client.
+// URL mode, as w waits for any: once the call has asked for (or joined) its approval, the client
+// is sent an elicitation/create in URL mode for the approval's page, while the call waits. An
+// answer other than accept (the user declined or dismissed it) ends the wait: the call is
+// refused, and the approval stays open for a repeat. An error (a client that cannot be asked)
+// changes nothing. Once the approval is decided, the client is told the elicitation is complete
+// (notifications/elicitation/complete). The question is owned by this call: it ends (cancelled
+// at the client) when the wait does.
 func (c *call) askApproval(ctx context.Context, w *approval.Waiter, ac approval.Call, in authz.Input, v *enforce.Verdict,
 	opts ...enforce.Option) (*enforce.Verdict, any) {
-	return c.approvalEnded(ctx, in, v, w.Wait(ctx, ac, v), nil, opts...)
+	if !c.req.CanAsk() {
+		return c.approvalEnded(ctx, in, v, w.Wait(ctx, ac, v), nil, opts...)
+	}
+	waitCtx, stopWait := context.WithCancelCause(ctx)
+	defer stopWait(nil)
+	askCtx, stopAsk := context.WithCancel(ctx)
+	defer stopAsk()
+	var answered chan struct{} // closed once the question ends; nil when none was asked
+	requested := w.Requested
+	w.Requested = func(rctx context.Context, ap decisionlog.Approval, joined bool) {
+		if requested != nil {
+			requested(rctx, ap, joined)
+		}
+		answered = make(chan struct{})
+		params := c.g.approvalElicitation(ap, v)
+		go func(done chan<- struct{}) {
+			defer close(done)
+			res, err := c.req.Ask(askCtx, "elicitation/create", params)
+			if err != nil {
+				if askCtx.Err() == nil {
+					c.g.log.Debug("in-band approval: the client could not be asked", "decision_id", v.ID, "error", err)
+				}
+				return
+			}
+			var answer struct {
+				Action string `json:"action"`
+			}
+			if json.Unmarshal(res, &answer) == nil && answer.Action != "accept" {
+				stopWait(errDeclined)
+			}
+		}(answered)
+	}
+	waited := w.Wait(waitCtx, ac, v)
+	stopAsk()
+	if answered != nil {
+		<-answered
+	}
+	ap := waited.Approval
+	if waited.Ending == approval.Cancelled && ctx.Err() == nil && errors.Is(context.Cause(waitCtx), errDeclined) {
+		msg := fmt.Sprintf("The user declined to open the page of approval %s (%s), so the call did not wait for it (decision %s). "+
+			"The approval stays open until %s: once a holder of the approve role approves it, repeat exactly the same call and it will run.",
+			ap.ID, c.g.approvalURL(ap.ID), v.ID, ap.Expires.UTC().Format(time.RFC3339))
+		return nil, toolError(msg, v)
+	}
+	switch waited.Ending {
+	case approval.Approved, approval.Denied, approval.Expired, approval.Used:
+		if answered != nil {
+			c.req.Notify("notifications/elicitation/complete", map[string]any{"elicitationId": ap.ID})
+		}
+	}
+	return c.approvalEnded(ctx, in, v, waited, nil, opts...)
 }

@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
+
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
@@ -199,5 +203,103 @@ func TestInputRequiredNeedsURLElicitation(t *testing.T) {
 		if err != nil || res["resultType"] == "input_required" || res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval") {
 			t.Errorf("capabilities %s: %v %v", caps, res, err)
 		}
+	}
+}
+
+// elicitor answers elicitations with action, passing each request on.
+type elicitor struct {
+	action mcp.ElicitationResponseAction
+	asked  chan mcp.ElicitationRequest
+}
+
+func (e *elicitor) Elicit(_ context.Context, req mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	e.asked <- req
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: e.action}}, nil
+}
+
+// urlElicitationClient connects alice with a 2025-11-25 client that declares URL elicitation and
+// answers it with action; completed receives the ids of notifications/elicitation/complete.
+func urlElicitationClient(t *testing.T, h *harness, action mcp.ElicitationResponseAction) (*client.Client, *elicitor, <-chan string) {
+	t.Helper()
+	tr, err := transport.NewStreamableHTTP(h.srv.URL+"/agents/assistant/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": aliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &elicitor{action: action, asked: make(chan mcp.ElicitationRequest, 4)}
+	c := client.NewClient(tr, client.WithElicitationHandler(e))
+	completed := make(chan string, 4)
+	c.OnNotification(func(n mcp.JSONRPCNotification) {
+		if n.Method == "notifications/elicitation/complete" {
+			id, _ := n.Params.AdditionalFields["elicitationId"].(string)
+			completed <- id
+		}
+	})
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if _, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: "2025-11-25",
+		ClientInfo:   mcp.Implementation{Name: "inband-test", Version: "1"},
+		Capabilities: mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{URL: &struct{}{}}}}}); err != nil {
+		t.Fatal(err)
+	}
+	return c, e, completed
+}
+
+// TestElicitationApproval: a 2025-11-25 client that declares URL elicitation is sent an
+// elicitation/create in URL mode for the approval's page while the call waits; approved there,
+// the call runs and the client is told the elicitation is complete. A user who declines ends
+// the wait: the call is refused, and the approval stays open.
+func TestElicitationApproval(t *testing.T) {
+	h, store := inbandHarness(t, 30*time.Second)
+	for _, tc := range []struct {
+		name   string
+		action mcp.ElicitationResponseAction
+		cmd    string
+	}{
+		{"accepted and approved", mcp.ElicitationResponseActionAccept, "touch approved"},
+		{"declined", mcp.ElicitationResponseActionDecline, "touch declined"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, e, completed := urlElicitationClient(t, h, tc.action)
+			done := make(chan *mcp.CallToolResult, 1)
+			go func() { done <- callTool(t, c, "shell", map[string]any{"cmd": tc.cmd}) }()
+			req := <-e.asked
+			p := req.Params
+			ap, err := store.Get(context.Background(), p.ElicitationID)
+			if err != nil || p.Mode != "url" || p.URL != "https://lush.example/base/approvals/"+ap.ID+"/page" || ap.Status != decisionlog.ApprovalPending {
+				t.Fatalf("elicitation %+v for approval %+v (%v)", p, ap, err)
+			}
+			if tc.action != mcp.ElicitationResponseActionAccept {
+				res := <-done
+				if !res.IsError || !strings.Contains(text(res), "declined to open the page of approval "+ap.ID) {
+					t.Errorf("declined: %s", text(res))
+				}
+				if ap, _ := store.Get(context.Background(), ap.ID); ap.Status != decisionlog.ApprovalPending {
+					t.Errorf("the approval after a decline: %+v", ap)
+				}
+				return
+			}
+			if _, err := store.Decide(context.Background(), ap.ID, true, "user:bob", "ok", "d-1"); err != nil {
+				t.Fatal(err)
+			}
+			res := <-done
+			if got := structured(t, res); !got.OK {
+				t.Fatalf("the approved call: %s", text(res))
+			}
+			// The notification came on the call's stream, before its result.
+			select {
+			case id := <-completed:
+				if id != ap.ID {
+					t.Errorf("elicitation complete for %q, want %q", id, ap.ID)
+				}
+			default:
+				t.Error("no notifications/elicitation/complete before the result")
+			}
+			if _, err := os.Stat(filepath.Join(h.dir, "approved")); err != nil {
+				t.Errorf("the approved command did not run: %v", err)
+			}
+		})
 	}
 }
