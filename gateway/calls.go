@@ -70,6 +70,9 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 	if !ok {
 		return c.unknownTool(ctx, name), nil
 	}
+	if err := c.checkParamHeaders(e); err != nil {
+		return nil, err
+	}
 	tc := &toolCall{e: e, p: p}
 	if raw, ok := p["arguments"]; ok && string(raw) != "null" {
 		if err := c.checkArguments(ctx, e, raw); err != nil {

@@ -191,6 +191,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		MaxStreams:           cfg.Sessions.MaxStreams,
 		MaxStreamsPerSession: cfg.Sessions.MaxStreamsPerSession,
 		SessionEnded:         g.subs.drop,
+		Stateless:            true, // 2026-07-28 clients: handler answers server/discover
 	})
 	creds := cfg.Credentials
 	if creds.File == "" && opts.ProjectDir != "" {

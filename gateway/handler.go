@@ -1,9 +1,11 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
@@ -24,10 +26,15 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 	if s == nil {
 		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "no build is deployed yet")
 	}
+	if req.Stateless() {
+		req.Params = withoutHopMeta(req.Params)
+	}
 	call := &call{g: g, s: s, agent: req.Endpoint, req: req, caller: identity.CallerFrom(ctx)}
 	switch req.Method {
 	case "initialize":
 		return g.initialize(req), nil
+	case "server/discover":
+		return g.discover(req), nil
 	case "ping":
 		return struct{}{}, nil
 	case "logging/setLevel":
@@ -71,17 +78,66 @@ func (h *handler) Notification(_ context.Context, req *mcphttp.Request) {
 func (g *Gateway) initialize(req *mcphttp.Request) any {
 	return map[string]any{
 		"protocolVersion": req.Protocol,
-		"capabilities": map[string]any{
-			"tools":       map[string]any{"listChanged": true},
-			"resources":   map[string]any{"subscribe": true, "listChanged": true},
-			"prompts":     map[string]any{"listChanged": true},
-			"logging":     map[string]any{},
-			"completions": map[string]any{},
-		},
-		"serverInfo": map[string]any{"name": "lush/" + req.Endpoint, "title": "Lush gateway: agent " + req.Endpoint, "version": serverVersion},
-		"instructions": fmt.Sprintf("Tools of agent %q, through the Lush gateway. Every call is checked by policy; "+
-			"write tools may answer with a stub (nothing executed) unless live writes are on.", req.Endpoint),
+		"capabilities":    capabilities(false),
+		"serverInfo":      serverInfo(req.Endpoint),
+		"instructions":    instructions(req.Endpoint),
 	}
+}
+
+// discover answers server/discover (MCP 2026-07-28): what initialize answers, with the versions
+// the endpoint speaks instead of one negotiated, and the server's name in the result's _meta.
+// It is the same for every caller of the endpoint, hence public.
+func (g *Gateway) discover(req *mcphttp.Request) any {
+	return map[string]any{
+		"supportedVersions": g.transport.SupportedVersions(),
+		"capabilities":      capabilities(true),
+		"instructions":      instructions(req.Endpoint),
+		"ttlMs":             discoverTTL.Milliseconds(),
+		"cacheScope":        "public",
+		"_meta":             map[string]any{mcphttp.MetaServerInfo: serverInfo(req.Endpoint)},
+	}
+}
+
+// discoverTTL is how long a client may reuse a server/discover result.
+const discoverTTL = time.Minute
+
+// capabilities are what an agent endpoint offers. Stateless (2026-07-28) clients get neither
+// list-change notifications nor resource subscriptions: those come on subscriptions/listen
+// streams, which the gateway does not serve.
+func capabilities(stateless bool) map[string]any {
+	if stateless {
+		return map[string]any{"tools": map[string]any{}, "resources": map[string]any{}, "prompts": map[string]any{},
+			"logging": map[string]any{}, "completions": map[string]any{}}
+	}
+	return map[string]any{
+		"tools":       map[string]any{"listChanged": true},
+		"resources":   map[string]any{"subscribe": true, "listChanged": true},
+		"prompts":     map[string]any{"listChanged": true},
+		"logging":     map[string]any{},
+		"completions": map[string]any{},
+	}
+}
+
+func serverInfo(agent string) map[string]any {
+	return map[string]any{"name": "lush/" + agent, "title": "Lush gateway: agent " + agent, "version": serverVersion}
+}
+
+func instructions(agent string) string {
+	return fmt.Sprintf("Tools of agent %q, through the Lush gateway. Every call is checked by policy; "+
+		"write tools may answer with a stub (nothing executed) unless live writes are on.", agent)
+}
+
+// checkParamHeaders checks the Mcp-Param-* headers of a stateless tools/call against the input
+// schema of the tool it calls (the properties marked x-mcp-header).
+func (c *call) checkParamHeaders(e *exposed) error {
+	if !c.req.Stateless() || !bytes.Contains(e.Raw, []byte("x-mcp-header")) {
+		return nil
+	}
+	var t struct {
+		InputSchema json.RawMessage `json:"inputSchema"`
+	}
+	json.Unmarshal(e.Raw, &t)
+	return c.req.CheckParamHeaders(t.InputSchema)
 }
 
 // call is the context of one request at an agent endpoint.
@@ -206,4 +262,31 @@ func stringParam(p map[string]json.RawMessage, name string) string {
 	var s string
 	json.Unmarshal(p[name], &s)
 	return s
+}
+
+// hopMeta are the _meta keys of a stateless request that describe its hop (client to gateway):
+// the transport has read them into the Request, and they are not the upstream's to see (the
+// gateway's request to an upstream carries its own).
+var hopMeta = []string{mcphttp.MetaProtocolVersion, mcphttp.MetaClientInfo, mcphttp.MetaClientCapabilities, mcphttp.MetaLogLevel}
+
+// withoutHopMeta returns params without the hop's _meta keys (and without _meta when nothing
+// else is in it).
+func withoutHopMeta(params json.RawMessage) json.RawMessage {
+	var p, meta map[string]json.RawMessage
+	if json.Unmarshal(params, &p) != nil || json.Unmarshal(p["_meta"], &meta) != nil || meta == nil {
+		return params
+	}
+	for _, k := range hopMeta {
+		delete(meta, k)
+	}
+	if len(meta) == 0 {
+		delete(p, "_meta")
+	} else {
+		p["_meta"], _ = json.Marshal(meta)
+	}
+	out, err := json.Marshal(p)
+	if err != nil {
+		return params
+	}
+	return out
 }

@@ -45,25 +45,55 @@ type Handler interface {
 
 // Request is one request or notification from a client.
 type Request struct {
-	Session  *Session // nil for initialize
+	// Session is the request's session; nil for initialize and for stateless (2026-07-28)
+	// requests, which have none.
+	Session  *Session
 	Endpoint string
-	Protocol string // negotiated version (for initialize: the version chosen)
+	// Protocol is the request's protocol version: its session's, the one initialize chose, or
+	// the one a stateless request names.
+	Protocol string
+	// Client is the client's name and version as the client reports them (unverified): from
+	// the session, or from a stateless request's _meta.
+	Client ClientInfo
+	// LogLevel is the lowest level of the log messages a stateless request asks for ("" for
+	// none: its log messages are dropped). Session-era requests leave it empty.
+	LogLevel string
 	ID       json.RawMessage
 	Method   string
 	Params   json.RawMessage
 	HTTP     *http.Request
+
+	caps      json.RawMessage // the client's capabilities
+	stateless bool
 
 	notify func(method string, params any) error
 	ask    func(ctx context.Context, method string, params any) (json.RawMessage, error) // ask.go
 }
 
 // Notify sends a notification related to this request (progress, log messages) before its
-// response. It fails when the client does not accept a stream or the request has finished.
+// response. It fails when the client does not accept a stream or the request has finished. A
+// stateless request gets only the log messages at or above the level it asked for.
 func (r *Request) Notify(method string, params any) error {
 	if r.notify == nil {
 		return errors.New("this request cannot carry notifications")
 	}
+	if r.stateless && method == "notifications/message" && !r.wantsLog(params) {
+		return nil
+	}
 	return r.notify(method, params)
+}
+
+// Stateless reports whether the request is of MCP 2026-07-28's stateless era: it has no session
+// and carries its version, client and capabilities itself.
+func (r *Request) Stateless() bool { return r.stateless }
+
+// Capabilities returns the client's capabilities as the client declared them (a JSON object, or
+// nil when unknown): the session's, or a stateless request's own.
+func (r *Request) Capabilities() json.RawMessage {
+	if r.caps == nil && r.Session != nil {
+		return r.Session.Caps
+	}
+	return r.caps
 }
 
 // Config configures a Server.
@@ -93,7 +123,11 @@ type Config struct {
 	// SessionEnded, when set, is called with a session's id once it is terminated (DELETE) on
 	// this server, so that the handler lets go of what it keeps for the session.
 	SessionEnded func(id string)
-	Logger       *slog.Logger
+	// Stateless serves the stateless requests of MCP 2026-07-28 beside sessions: the Handler
+	// then answers server/discover. Without it, such requests are answered with an
+	// UnsupportedProtocolVersionError naming the session-era versions.
+	Stateless bool
+	Logger    *slog.Logger
 }
 
 // Defaults of Config's stream bounds. An open stream costs the server a connection: two
@@ -199,6 +233,15 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 	endpoint := s.cfg.Endpoint(r)
 	req := &Request{Endpoint: endpoint, ID: m.ID, Method: m.Method, Params: m.Params, HTTP: r}
 
+	header := strings.TrimSpace(r.Header.Get(HeaderProtocol))
+	if meta := readMeta(m.Params); statelessRequest(header, meta) {
+		s.postStateless(w, r, m, req, header, meta)
+		return
+	}
+	if rpcErr := checkStandardHeaders(r, m, false); rpcErr != nil {
+		writeHTTPError(w, http.StatusBadRequest, m.ID, rpcErr)
+		return
+	}
 	if m.Method == "initialize" {
 		if !m.IsRequest() {
 			writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "initialize must be a request with an id"))
@@ -216,7 +259,7 @@ func (s *Server) post(w http.ResponseWriter, r *http.Request) {
 		writeHTTPError(w, http.StatusBadRequest, m.ID, Errorf(CodeInvalidRequest, "unsupported %s %q: this server speaks %s", HeaderProtocol, v, strings.Join(ProtocolVersions, ", ")))
 		return
 	}
-	req.Session, req.Protocol = sess, sess.Protocol
+	req.Session, req.Protocol, req.Client = sess, sess.Protocol, sess.Client
 
 	switch {
 	case m.IsNotification():
@@ -268,7 +311,7 @@ func (s *Server) initialize(w http.ResponseWriter, r *http.Request, req *Request
 		return
 	}
 	sess.ID = id
-	req.Session = &sess
+	req.Session, req.Client, req.caps = &sess, sess.Client, p.Capabilities
 	w.Header().Set(HeaderSession, id)
 	s.serve(w, r, req, false)
 }
@@ -301,11 +344,13 @@ func inflightKey(sess *Session, id json.RawMessage) string {
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	key := inflightKey(req.Session, req.ID)
-	s.inflight.Store(key, cancel)
-	defer s.inflight.Delete(key)
+	if !req.stateless { // a stateless request is cancelled by closing its stream, not by a notification
+		key := inflightKey(req.Session, req.ID)
+		s.inflight.Store(key, cancel)
+		defer s.inflight.Delete(key)
+	}
 
-	out := &responseStream{w: w, stream: stream}
+	out := &responseStream{w: w, stream: stream, stateless: req.stateless}
 	req.notify = out.notify
 	if stream && req.Session != nil && !stateless(req.Protocol) {
 		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
@@ -326,7 +371,55 @@ func (s *Server) call(ctx context.Context, req *Request) (result any, err error)
 	return s.cfg.Handler.Serve(ctx, req)
 }
 
+// refuseStateless answers a GET or DELETE of a stateless client: 2026-07-28 has neither (its
+// notifications come on subscriptions/listen streams). It reports whether it answered.
+func refuseStateless(w http.ResponseWriter, r *http.Request) bool {
+	if v := strings.TrimSpace(r.Header.Get(HeaderProtocol)); sessionEra(v) {
+		return false
+	}
+	w.Header().Set("Allow", "POST")
+	writeHTTPError(w, http.StatusMethodNotAllowed, nil, Errorf(CodeInvalidRequest, "%s is not part of MCP %s: POST requests (notifications come on subscriptions/listen)", r.Method, r.Header.Get(HeaderProtocol)))
+	return true
+}
+
+// postStateless serves a POST of the stateless era: checked, then served without a session.
+func (s *Server) postStateless(w http.ResponseWriter, r *http.Request, m *Message, req *Request, header string, meta requestMeta) {
+	if status, rpcErr := s.checkStateless(r, m, header, meta); rpcErr != nil {
+		writeHTTPError(w, status, m.ID, rpcErr)
+		return
+	}
+	req.Protocol, req.Client, req.caps, req.LogLevel, req.stateless = header, meta.client, meta.caps, meta.logLevel, true
+	if m.IsNotification() {
+		w.WriteHeader(http.StatusAccepted)
+		if m.Method != "notifications/cancelled" { // closing a request's stream cancels it
+			s.cfg.Handler.Notification(r.Context(), req)
+		}
+		return
+	}
+	s.serve(w, r, req, acceptsStream(r))
+}
+
+// wantsLog reports whether a stateless request asked for log messages of the level params names.
+func (r *Request) wantsLog(params any) bool {
+	if r.LogLevel == "" {
+		return false
+	}
+	raw, ok := params.(json.RawMessage)
+	if !ok {
+		raw, _ = json.Marshal(params)
+	}
+	var p struct {
+		Level string `json:"level"`
+	}
+	json.Unmarshal(raw, &p)
+	level := slices.Index(logLevels, p.Level)
+	return level >= 0 && level >= slices.Index(logLevels, r.LogLevel)
+}
+
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	if refuseStateless(w, r) {
+		return
+	}
 	if !acceptsStream(r) {
 		writeHTTPError(w, http.StatusNotAcceptable, nil, Errorf(CodeInvalidRequest, "GET opens a stream: send Accept: text/event-stream"))
 		return
@@ -340,6 +433,9 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) delete(w http.ResponseWriter, r *http.Request) {
+	if refuseStateless(w, r) {
+		return
+	}
 	sess, status, rpcErr := s.session(r, s.cfg.Endpoint(r))
 	if rpcErr != nil {
 		writeHTTPError(w, status, nil, rpcErr)

@@ -51,11 +51,12 @@ func (s *sseWriter) comment(text string) error {
 // responseStream is the answer to one POSTed request: a JSON body, or an SSE stream once a
 // notification is sent before the response.
 type responseStream struct {
-	mu     sync.Mutex
-	w      http.ResponseWriter
-	stream bool // the client accepts text/event-stream
-	sse    *sseWriter
-	done   bool
+	mu        sync.Mutex
+	w         http.ResponseWriter
+	stream    bool // the client accepts text/event-stream
+	stateless bool // the request is of MCP 2026-07-28 (stateless.go)
+	sse       *sseWriter
+	done      bool
 }
 
 var errFinished = errors.New("the request has finished")
@@ -95,10 +96,18 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 		log.Error("mcp handler failed", "error", err)
 		rpcErr = Errorf(CodeInternalError, "internal error")
 	}
+	if r.stateless && rpcErr == nil {
+		result = statelessResult(result)
+	}
 	body, merr := response(id, result, rpcErr)
 	if merr != nil {
 		log.Error("encode mcp response", "error", merr)
-		body, _ = response(id, nil, Errorf(CodeInternalError, "internal error: the result cannot be encoded"))
+		rpcErr = Errorf(CodeInternalError, "internal error: the result cannot be encoded")
+		body, _ = response(id, nil, rpcErr)
+	}
+	status := http.StatusOK
+	if r.stateless && rpcErr != nil {
+		status = statelessStatus(rpcErr.Code)
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -108,7 +117,7 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 		return
 	}
 	r.w.Header().Set("Content-Type", "application/json")
-	r.w.WriteHeader(http.StatusOK)
+	r.w.WriteHeader(status)
 	r.w.Write(body)
 }
 
