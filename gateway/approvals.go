@@ -49,7 +49,7 @@ func (c *call) awaitApproval(ctx context.Context, tc *toolCall, in authz.Input, 
 	ac := c.approvalCall(tc)
 	w := *c.g.approvals
 	var pending func(ap decisionlog.Approval) any // answers a wait that ended pending, instead of the refusal
-	switch mode := c.inband(tc.p); {
+	switch mode := c.inband(); {
 	case tc.retry != nil:
 		if ended, ok := c.endedApproval(ctx, tc.retry.state.Approval, v); ok {
 			return c.approvalEnded(ctx, in, v, ended, nil, opts...)

@@ -51,9 +51,6 @@ const (
 	maxApprovalState = 1024
 )
 
-// metaCapabilities is where a 2026-07-28 request carries its client's capabilities.
-const metaCapabilities = "io.modelcontextprotocol/clientCapabilities"
-
 // inbandMode is how a call's client can be asked for an approval where it is.
 type inbandMode int
 
@@ -64,22 +61,17 @@ const (
 )
 
 // inband says how this call's client can be asked for an approval: it must have declared
-// elicitation in URL mode, and the gateway must know the public URL of the approval page.
-func (c *call) inband(p map[string]json.RawMessage) inbandMode {
-	if c.g.cfg.Auth.ResourceURL == "" {
+// elicitation in URL mode (at initialize, or in a 2026-07-28 request's _meta), and the gateway
+// must know the public URL of the approval page.
+func (c *call) inband() inbandMode {
+	if c.g.cfg.Auth.ResourceURL == "" || !urlElicitation(c.req.Capabilities()) {
 		return inbandNone
 	}
-	switch c.req.Protocol {
-	case ProtocolMRTR:
-		var meta map[string]json.RawMessage
-		json.Unmarshal(p["_meta"], &meta)
-		if urlElicitation(meta[metaCapabilities]) {
-			return inbandInputRequired
-		}
-	case "2025-11-25":
-		if c.req.Session != nil && urlElicitation(c.req.Session.Caps) {
-			return inbandAsk
-		}
+	switch {
+	case c.req.Protocol >= ProtocolMRTR:
+		return inbandInputRequired
+	case c.req.Protocol == "2025-11-25":
+		return inbandAsk
 	}
 	return inbandNone
 }

@@ -3,7 +3,6 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -16,7 +15,6 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/gateway"
-	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/policies/approval"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -42,11 +40,10 @@ func inbandHarness(t *testing.T, wait time.Duration) (*harness, *decisionlog.App
 	return h, store
 }
 
-var alice = identity.Caller{ID: "user:alice", Groups: []string{"group:eng"}, Method: identity.MethodAPIKey}
-
-// mrtrCall sends a 2026-07-28 tools/call of the shell as caller, with the client capabilities
-// caps, and extra params (requestState, inputResponses); it returns the result as JSON.
-func mrtrCall(t *testing.T, h *harness, caller identity.Caller, caps, cmd string, extra map[string]any) (map[string]any, error) {
+// mrtrCall sends a 2026-07-28 tools/call of the shell, as a stateless request, as the principal
+// of key, with the client capabilities caps and extra params (requestState, inputResponses); it
+// returns the result, or the JSON-RPC error.
+func mrtrCall(t *testing.T, h *harness, key, caps, cmd string, extra map[string]any) (map[string]any, *mcphttp.Error) {
 	t.Helper()
 	p := map[string]any{"name": "shell", "arguments": map[string]any{"cmd": cmd},
 		"_meta": map[string]any{"io.modelcontextprotocol/protocolVersion": gateway.ProtocolMRTR,
@@ -55,18 +52,19 @@ func mrtrCall(t *testing.T, h *harness, caller identity.Caller, caps, cmd string
 	for k, v := range extra {
 		p[k] = v
 	}
-	params, _ := json.Marshal(p)
-	req := &mcphttp.Request{Endpoint: "assistant", Protocol: gateway.ProtocolMRTR, ID: json.RawMessage(`7`), Method: "tools/call", Params: params}
-	res, err := gateway.ServeMCP(identity.WithCaller(context.Background(), caller), h.gw, req)
-	if err != nil {
-		return nil, err
+	body, _ := json.Marshal(map[string]any{"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": p})
+	resp, out := h.post("assistant", string(body), map[string]string{"X-API-Key": key, "MCP-Protocol-Version": gateway.ProtocolMRTR,
+		"Mcp-Method": "tools/call", "Mcp-Name": "shell"})
+	if e, ok := out["error"].(map[string]any); ok {
+		code, _ := e["code"].(float64)
+		msg, _ := e["message"].(string)
+		return nil, &mcphttp.Error{Code: int(code), Message: msg}
 	}
-	b, _ := json.Marshal(res)
-	var out map[string]any
-	if err := json.Unmarshal(b, &out); err != nil {
-		t.Fatal(err)
+	res, ok := out["result"].(map[string]any)
+	if !ok {
+		t.Fatalf("tools/call: %s %v", resp.Status, out)
 	}
-	return out, nil
+	return res, nil
 }
 
 const urlCaps = `{"elicitation": {"url": {}}}`
@@ -110,37 +108,35 @@ func TestInputRequiredApproval(t *testing.T) {
 	h, store := inbandHarness(t, 20*time.Millisecond)
 	created := filepath.Join(h.dir, "created")
 
-	res, err := mrtrCall(t, h, alice, urlCaps, "touch created", nil)
-	if err != nil {
-		t.Fatal(err)
+	res, rpcErr := mrtrCall(t, h, aliceKey, urlCaps, "touch created", nil)
+	if rpcErr != nil {
+		t.Fatal(rpcErr)
 	}
 	id, state := inputRequired(t, res, store)
 
 	// Retries whose state does not fit are refused before anything is decided.
 	for _, tc := range []struct {
-		name, cmd, state string
-		caller           identity.Caller
-		want             string
+		name, cmd, state, key string
+		want                  string
 	}{
-		{"tampered", "touch created", state[:len(state)-3] + "AAA", alice, "signature does not verify"},
-		{"another caller", "touch created", state, identity.Caller{ID: "user:bob", Method: identity.MethodAPIKey}, "another caller"},
-		{"another call", "touch other", state, alice, "another call"},
-		{"not ours, cut", "touch created", "lush-approval.v1.xyz", alice, "not one this gateway issued"},
+		{"tampered", "touch created", state[:len(state)-3] + "AAA", aliceKey, "signature does not verify"},
+		{"another caller", "touch created", state, bobKey, "another caller"},
+		{"another call", "touch other", state, aliceKey, "another call"},
+		{"not ours, cut", "touch created", "lush-approval.v1.xyz", aliceKey, "not one this gateway issued"},
 	} {
-		_, err := mrtrCall(t, h, tc.caller, urlCaps, tc.cmd, retry(tc.state, "accept"))
-		var rpc *mcphttp.Error
-		if !errors.As(err, &rpc) || rpc.Code != mcphttp.CodeInvalidParams || !strings.Contains(rpc.Message, "requestState: ") || !strings.Contains(rpc.Message, tc.want) {
-			t.Errorf("%s: %v", tc.name, err)
+		_, rpc := mrtrCall(t, h, tc.key, urlCaps, tc.cmd, retry(tc.state, "accept"))
+		if rpc == nil || rpc.Code != mcphttp.CodeInvalidParams || !strings.Contains(rpc.Message, "requestState: ") || !strings.Contains(rpc.Message, tc.want) {
+			t.Errorf("%s: %v", tc.name, rpc)
 		}
 	}
 
 	// Pending: asked again (after the wait), for the same approval.
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch created", retry(state, "accept"))
 	if again, _ := inputRequired(t, res, store); again != id {
 		t.Errorf("a pending retry asked for approval %s, not %s", again, id)
 	}
 	// Declined: refused, nothing asked.
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "decline"))
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch created", retry(state, "decline"))
 	if res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval "+id) {
 		t.Errorf("declined: %v", res)
 	}
@@ -152,25 +148,25 @@ func TestInputRequiredApproval(t *testing.T) {
 	if _, err := store.Decide(context.Background(), id, true, "user:bob", "ok", "d-1"); err != nil {
 		t.Fatal(err)
 	}
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch created", retry(state, "accept"))
 	if sc, _ := res["structuredContent"].(map[string]any); sc["ok"] != true {
 		t.Fatalf("the approved retry: %v", res)
 	}
 	if _, err := os.Stat(created); err != nil {
 		t.Fatalf("the approved command did not run: %v", err)
 	}
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch created", retry(state, "accept"))
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch created", retry(state, "accept"))
 	if res["isError"] != true || !strings.Contains(resultText(res), "already been used") {
 		t.Errorf("a second retry under the used approval: %v", res)
 	}
 
 	// Denied: the retry is refused, and no new approval is asked for.
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch denied", nil)
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch denied", nil)
 	id2, state2 := inputRequired(t, res, store)
 	if _, err := store.Decide(context.Background(), id2, false, "user:bob", "not now", "d-2"); err != nil {
 		t.Fatal(err)
 	}
-	res, _ = mrtrCall(t, h, alice, urlCaps, "touch denied", retry(state2, "accept"))
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch denied", retry(state2, "accept"))
 	if res["isError"] != true || !strings.Contains(resultText(res), "user:bob denied approval "+id2) {
 		t.Errorf("denied: %v", res)
 	}
@@ -199,9 +195,9 @@ func TestInputRequiredApproval(t *testing.T) {
 func TestInputRequiredNeedsURLElicitation(t *testing.T) {
 	h, _ := inbandHarness(t, 20*time.Millisecond)
 	for _, caps := range []string{`{}`, `{"elicitation": {}}`, `{"elicitation": {"form": {}}}`, `{"elicitation": {"url": true}}`} {
-		res, err := mrtrCall(t, h, alice, caps, "touch created", nil)
-		if err != nil || res["resultType"] == "input_required" || res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval") {
-			t.Errorf("capabilities %s: %v %v", caps, res, err)
+		res, rpcErr := mrtrCall(t, h, aliceKey, caps, "touch created", nil)
+		if rpcErr != nil || res["resultType"] == "input_required" || res["isError"] != true || !strings.Contains(resultText(res), "No one decided approval") {
+			t.Errorf("capabilities %s: %v %v", caps, res, rpcErr)
 		}
 	}
 }
