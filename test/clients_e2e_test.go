@@ -29,8 +29,9 @@ const (
 )
 
 // TestOfficialClients: the official clients (the v1 TypeScript SDK @modelcontextprotocol/sdk
-// 1.32, the v2 client @modelcontextprotocol/client 2.4, through test/node/clients.mjs, and the Go
-// SDK github.com/modelcontextprotocol/go-sdk 1.8) each, through a real `lushctl gateway` in front
+// 1.32, the v2 client @modelcontextprotocol/client 2.4 as it connects by default (2025-11-25) and
+// negotiating the era (2026-07-28), through test/node/clients.mjs, and the Go SDK
+// github.com/modelcontextprotocol/go-sdk 1.8 (2026-07-28)) each, through a real `lushctl gateway` in front
 // of an mcp-go server: list the tools, call one, answer the server's elicitation during a call
 // (a form the client fills), and complete an in-band approval: the destructive tool's call needs
 // a person, the client is pointed at the approval's page (an elicitation in URL mode, or an
@@ -65,17 +66,20 @@ tool_grants:
 	base, gw := startGateway(t, dir, "--config", filepath.Join(dir, "gateway.yaml"), "--live-writes")
 	endpoint := base + "/agents/assistant/mcp"
 
+	nodeClient := func(sdk string) func(ctx context.Context, target string, emit func(clientEvent)) error {
+		return func(ctx context.Context, target string, emit func(clientEvent)) error {
+			return runNodeClient(ctx, node, filepath.Join(scripts, "clients.mjs"), sdk, endpoint, clientSteps(target), emit)
+		}
+	}
 	for _, tc := range []struct {
-		name string
-		run  func(ctx context.Context, target string, emit func(clientEvent)) error
+		name     string
+		protocol string // the version the client speaks with the gateway
+		run      func(ctx context.Context, target string, emit func(clientEvent)) error
 	}{
-		{"typescript-sdk-v1", func(ctx context.Context, target string, emit func(clientEvent)) error {
-			return runNodeClient(ctx, node, filepath.Join(scripts, "clients.mjs"), "v1", endpoint, clientSteps(target), emit)
-		}},
-		{"typescript-client-v2", func(ctx context.Context, target string, emit func(clientEvent)) error {
-			return runNodeClient(ctx, node, filepath.Join(scripts, "clients.mjs"), "v2", endpoint, clientSteps(target), emit)
-		}},
-		{"go-sdk", func(ctx context.Context, target string, emit func(clientEvent)) error {
+		{"typescript-sdk-v1", "2025-11-25", nodeClient("v1")},
+		{"typescript-client-v2", "2025-11-25", nodeClient("v2")},
+		{"typescript-client-v2-negotiated", "2026-07-28", nodeClient("v2-auto")},
+		{"go-sdk", "2026-07-28", func(ctx context.Context, target string, emit func(clientEvent)) error {
 			return runGoSDKClient(ctx, endpoint, clientSteps(target), emit)
 		}},
 	} {
@@ -114,7 +118,9 @@ tool_grants:
 				case e.Result != nil:
 					results = append(results, e.Result)
 				case e.Connected != nil:
-					t.Logf("%s connected with protocol %v", tc.name, e.Connected["protocol"])
+					if e.Connected["protocol"] != tc.protocol {
+						t.Errorf("connected with protocol %v, want %s", e.Connected["protocol"], tc.protocol)
+					}
 				}
 			}
 			if err := <-done; err != nil {

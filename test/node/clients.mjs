@@ -2,7 +2,9 @@
 // do through the gateway: list and call tools, answer an upstream's elicitation, and follow an
 // in-band approval (an elicitation in URL mode: a request of the server, or an input request of an
 // input_required result, which the v2 SDK fulfils and retries by itself).
-// Usage: node clients.mjs <v1|v2> <url> <headers-json> <script-json>
+// Usage: node clients.mjs <v1|v2|v2-auto> <url> <headers-json> <script-json>
+// v2 connects as the v2 SDK does by default (initialize, 2025-11-25); v2-auto negotiates the era
+// (server/discover first: 2026-07-28 when the server offers it).
 // The script is a list of steps: {"list": true} or {"call": "<tool>", "arguments": {...}}.
 // Declares elicitation in form and URL mode. A form elicitation is answered accept with
 // {"name": "Ada"}; a URL one is accepted (the user opens the page) after printing it.
@@ -27,9 +29,9 @@ async function elicit(request) {
 const info = { name: "lush-e2e-" + sdk, version: "1.0.0" };
 const capabilities = { elicitation: { form: {}, url: {} } };
 let client, transport;
-if (sdk === "v2") {
+if (sdk.startsWith("v2")) {
   const { Client, StreamableHTTPClientTransport } = await import("@modelcontextprotocol/client");
-  client = new Client(info, { capabilities });
+  client = new Client(info, sdk === "v2-auto" ? { capabilities, versionNegotiation: { mode: "auto" } } : { capabilities });
   client.setRequestHandler("elicitation/create", elicit);
   transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } });
 } else {
@@ -51,7 +53,7 @@ for (const step of script) {
       const params = { name: step.call, arguments: step.arguments ?? {} };
       const options = { timeout: 120000 };
       // v1: callTool(params, resultSchema, options); v2: callTool(params, options).
-      const result = sdk === "v2" ? await client.callTool(params, options) : await client.callTool(params, undefined, options);
+      const result = sdk.startsWith("v2") ? await client.callTool(params, options) : await client.callTool(params, undefined, options);
       print({ result });
     }
   } catch (e) {
