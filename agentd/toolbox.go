@@ -3,6 +3,7 @@ package agentd
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"regexp"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/mcpmeta"
 	"github.com/lush-agents/lush/internal/telemetry"
 )
 
@@ -36,6 +38,7 @@ type toolbox struct {
 	s      *Server
 	agent  string
 	cl     *client.Client
+	info   mcp.Implementation // agentd as the gateway's client
 	tools  []model.Tool
 	byName map[string]string // name offered to the model -> the gateway's tool name
 	nextID atomic.Int64
@@ -49,7 +52,7 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 		return nil, err
 	}
 	url := strings.TrimSuffix(s.cfg.GatewayURL, "/") + "/gateway/agents/" + agent + "/mcp"
-	cl, err := client.NewStreamableHttpClient(url, transport.WithHTTPBasicClient(s.http),
+	tr, err := transport.NewStreamableHTTP(url, transport.WithHTTPBasicClient(s.http),
 		transport.WithHTTPHeaderFunc(func(ctx context.Context) map[string]string {
 			h := map[string]string{}
 			if tok, err := tokens.token(); err == nil {
@@ -61,6 +64,7 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 	if err != nil {
 		return nil, fmt.Errorf("connect to the gateway: %w", err)
 	}
+	cl := newGatewayClient(tr)
 	ok := false
 	defer func() {
 		if !ok {
@@ -70,11 +74,12 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 	if err := cl.Start(ctx); err != nil {
 		return nil, fmt.Errorf("connect to the gateway at %s: %w", url, err)
 	}
+	info := mcp.Implementation{Name: "lush-agentd/" + agent, Version: s.opts.Version}
 	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
-		ClientInfo: mcp.Implementation{Name: "lush-agentd/" + agent, Version: s.opts.Version}}}); err != nil {
+		ClientInfo: info, Capabilities: agentCapabilities()}}); err != nil {
 		return nil, fmt.Errorf("connect to the gateway at %s: %w", url, err)
 	}
-	b := &toolbox{s: s, agent: agent, cl: cl, byName: map[string]string{}}
+	b := &toolbox{s: s, agent: agent, cl: cl, info: info, byName: map[string]string{}}
 	req := mcp.ListToolsRequest{}
 	for range 100 {
 		page, err := cl.ListTools(ctx, req)
@@ -148,10 +153,13 @@ func (b *toolbox) call(ctx context.Context, call *model.ToolCall) (ToolCall, *mo
 		args = map[string]any{}
 	}
 	start := time.Now()
-	resp, err := b.cl.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
-		ID: mcp.NewRequestId(b.nextID.Add(1)), Method: "tools/call", Params: map[string]any{"name": real, "arguments": args}})
+	resp, err := callTool(ctx, b.cl, b.info, &b.nextID, real, args)
 	tc.LatencyMS = float64(time.Since(start).Microseconds()) / 1000
+	var unanswered *unansweredError
 	switch {
+	case errors.As(err, &unanswered):
+		tc.Status, tc.Error = "error", err.Error()
+		out.IsError, out.Output = true, errorOutput("tool_error", tc.Error, nil)
 	case err != nil:
 		tc.Status, tc.Error = "error", "the gateway could not be reached: "+err.Error()
 		out.IsError, out.Output = true, errorOutput("unavailable", tc.Error, nil)
@@ -169,6 +177,80 @@ func (b *toolbox) call(ctx context.Context, call *model.ToolCall) (ToolCall, *mo
 	}
 	return tc, out
 }
+
+// newGatewayClient is agentd's MCP client of the gateway: it speaks 2026-07-28 when the gateway
+// does (server/discover), an older version otherwise, and answers what servers ask of it during
+// a call the way an agent loop can, with no person at hand: an elicitation is declined; sampling,
+// which would spend the agent's model on a server's prompt outside the agent's budget and policy,
+// is not offered, and a request for it gets an error. roots are not offered either.
+func newGatewayClient(tr transport.Interface) *client.Client {
+	return client.NewClient(tr, client.WithElicitationHandler(declineElicitation{}))
+}
+
+// agentCapabilities are the client capabilities agentd declares: elicitation in form mode (always
+// declined).
+func agentCapabilities() mcp.ClientCapabilities {
+	return mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapability{Form: &struct{}{}}}
+}
+
+type declineElicitation struct{}
+
+func (declineElicitation) Elicit(context.Context, mcp.ElicitationRequest) (*mcp.ElicitationResult, error) {
+	return &mcp.ElicitationResult{ElicitationResponse: mcp.ElicitationResponse{Action: mcp.ElicitationResponseActionDecline}}, nil
+}
+
+// maxInputRounds bounds how many times one tool call is sent again with answers to what its
+// server asked (2026-07-28's input_required results).
+const maxInputRounds = 5
+
+// callTool sends a tools/call through cl, with the request metadata its protocol version wants.
+// An input_required result (2026-07-28) is answered as newGatewayClient answers server requests,
+// elicitations declined, and the call sent again with the answers; a request agentd does not
+// answer (sampling, roots) ends the call with an error.
+func callTool(ctx context.Context, cl *client.Client, info mcp.Implementation, ids *atomic.Int64, name string, args map[string]any) (*transport.JSONRPCResponse, error) {
+	params := map[string]any{"name": name, "arguments": args}
+	for round := 0; ; round++ {
+		raw, err := json.Marshal(params)
+		if err != nil {
+			return nil, fmt.Errorf("encode the call of %s: %w", name, err)
+		}
+		stamped, header, err := mcpmeta.Stamp(cl.ProtocolVersion(), info, agentCapabilities(), "tools/call", raw, nil)
+		if err != nil {
+			return nil, err
+		}
+		resp, err := cl.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
+			ID: mcp.NewRequestId(ids.Add(1)), Method: "tools/call", Params: stamped, Header: header})
+		if err != nil || resp.Error != nil {
+			return resp, err
+		}
+		var ask struct {
+			ResultType    string `json:"resultType"`
+			InputRequests map[string]struct {
+				Method string `json:"method"`
+			} `json:"inputRequests"`
+			RequestState string `json:"requestState"`
+		}
+		if json.Unmarshal(resp.Result, &ask) != nil || ask.ResultType != "input_required" {
+			return resp, nil
+		}
+		if round == maxInputRounds {
+			return nil, &unansweredError{fmt.Sprintf("the tool %s asked for input more than %d times", name, maxInputRounds)}
+		}
+		answers := map[string]any{}
+		for id, req := range ask.InputRequests {
+			if req.Method != string(mcp.MethodElicitationCreate) {
+				return nil, &unansweredError{fmt.Sprintf("the tool %s asked for %s, which an agent does not answer", name, req.Method)}
+			}
+			answers[id] = map[string]any{"action": mcp.ElicitationResponseActionDecline}
+		}
+		params["inputResponses"], params["requestState"] = answers, ask.RequestState
+	}
+}
+
+// unansweredError ends a call whose tool asked for something agentd does not answer.
+type unansweredError struct{ msg string }
+
+func (e *unansweredError) Error() string { return e.msg }
 
 // toolResult is the part of an MCP tools/call result agentd reads.
 type toolResult struct {

@@ -313,7 +313,10 @@ func (c *call) forwardCall(ctx context.Context, e *exposed, p map[string]json.Ra
 			c.req.Notify(method, json.RawMessage(params))
 		}
 	}
-	return srv.Request(ctx, "tools/call", forwardParams(p, e.Upstream, meta), token, notify)
+	// The requests the upstream sends during the call (sampling, elicitation, roots) are decided
+	// as part of this call and reach its client as the client's version allows (serverreq.go).
+	sc := &serverCall{c: c, ref: e.Ref, name: e.Upstream, action: authz.ActionToolsCall, id: decisionID}
+	return sc.request(ctx, srv, "tools/call", forwardParams(p, e.Upstream, meta), token, notify)
 }
 
 // forwardParams is the params object of a forwarded tools/call: the client's params with the
@@ -404,11 +407,14 @@ func withProgressToken(meta json.RawMessage, token string) json.RawMessage {
 func outcome(err error) (string, *mcphttp.Error) {
 	var rpc *upstream.RPCError
 	var unavailable *upstream.ErrUnavailable
+	var refused *mcphttp.Error // the gateway refuses what the client sent (exchange.go)
 	switch {
 	case err == nil:
 		return decisionlog.StatusOK, nil
 	case errors.As(err, &rpc):
 		return decisionlog.StatusError, &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	case errors.As(err, &refused):
+		return decisionlog.StatusError, refused
 	case errors.As(err, &unavailable):
 		return decisionlog.StatusUnavailable, nil
 	case errors.Is(err, context.DeadlineExceeded):

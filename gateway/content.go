@@ -3,6 +3,7 @@ package gateway
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"sync"
 	"time"
@@ -160,7 +161,12 @@ func (c *call) getPrompt(ctx context.Context) (any, error) {
 	}
 	p["name"], _ = json.Marshal(e.Upstream)
 	body, _ := json.Marshal(p)
-	return forward(ctx, srv, "prompts/get", body)
+	sc := &serverCall{c: c, ref: e.Ref, name: e.Upstream, action: authz.ActionPromptsGet, id: v.ID}
+	res, err := sc.request(ctx, srv, "prompts/get", body, "", nil)
+	if err != nil {
+		return nil, forwardError(err)
+	}
+	return res, nil
 }
 
 // complete routes completion/complete to the server of the prompt or resource it is about.
@@ -203,12 +209,22 @@ func (c *call) complete(ctx context.Context) (any, error) {
 func forward(ctx context.Context, srv *upstream.Server, method string, body json.RawMessage) (any, error) {
 	res, err := srv.Request(ctx, method, body, "", nil)
 	if err != nil {
-		if rpc, ok := err.(*upstream.RPCError); ok {
-			return nil, &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
-		}
-		return nil, mcphttp.Errorf(mcphttp.CodeInternalError, "%v", err)
+		return nil, forwardError(err)
 	}
 	return res, nil
+}
+
+// forwardError is the JSON-RPC error of a forwarded request that failed.
+func forwardError(err error) *mcphttp.Error {
+	var rpc *upstream.RPCError
+	var refused *mcphttp.Error
+	switch {
+	case errors.As(err, &rpc):
+		return &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	case errors.As(err, &refused):
+		return refused
+	}
+	return mcphttp.Errorf(mcphttp.CodeInternalError, "%v", err)
 }
 
 // subscriptions remembers which sessions on this replica subscribed to which resources, until

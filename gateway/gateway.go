@@ -107,6 +107,9 @@ type Gateway struct {
 	catMu    sync.Mutex
 	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
 	subs     subscriptions
+	// exchanges hold the upstream calls of 2026-07-28 clients whose upstream asks them the old
+	// way (exchange.go).
+	exchanges *exchanges
 }
 
 // snapshot is one deployed build.
@@ -149,7 +152,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), tracing: !isNoop, catalogs: map[string]*catalog{},
-		argLimits: cfg.ArgumentLimits(), stateKey: deriveKey(key, "lush/in-band-approval-state/v1")}
+		argLimits: cfg.ArgumentLimits(), stateKey: deriveKey(key, "lush/in-band-approval-state/v1"), exchanges: newExchanges(key)}
 	workspace := opts.ProjectDir
 	if workspace != "" {
 		if workspace, err = filepath.Abs(workspace); err != nil {
@@ -374,6 +377,7 @@ func (g *Gateway) Close() {
 		cancel()
 	}
 	g.transport.Close()
+	g.exchanges.Close()
 	g.pool.Close()
 	g.broker.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), notifyGrace)

@@ -45,7 +45,10 @@ func TestClientSessionsHoldNoUpstreamSessions(t *testing.T) {
 	proxy.FlushInterval = -1
 	counting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		if bytes.Contains(body, []byte(`"method":"initialize"`)) {
+		// A connection starts with initialize, or at 2026-07-28 with server/discover (which is
+		// also the health check there, with ids lush-ping-N).
+		if bytes.Contains(body, []byte(`"method":"initialize"`)) ||
+			bytes.Contains(body, []byte(`"method":"server/discover"`)) && !bytes.Contains(body, []byte(`"id":"lush-ping-`)) {
 			inits.Add(1)
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))

@@ -301,6 +301,9 @@ required_rules := {
 	"approval/decide": {"lush.role.approve"},
 	"budget/read": {"lush.role.budget_read"},
 	"budget/top-up": {"lush.role.budget"},
+	"sampling/createMessage": {"lush.server_request.call_allowed"},
+	"elicitation/create": {"lush.server_request.call_allowed"},
+	"roots/list": {"lush.server_request.call_allowed"},
 }
 
 # allow_evidence: the input is well formed and every allow-side rule the

@@ -33,10 +33,10 @@ loop_actions := {"loop/trigger", "loop/read"}
 known_actions := {
 	"tools/call", "tools/list", "resources/list", "resources/read", "prompts/list", "prompts/get",
 	"agent/invoke", "loop/trigger", "loop/read", "audit/read", "approval/read", "approval/decide",
-	"budget/read", "budget/top-up",
+	"budget/read", "budget/top-up", "sampling/createMessage", "elicitation/create", "roots/list",
 }
 
-known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list"
+known_action_list := "agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list"
 
 # The fields of the input, each defined only when present and well formed.
 

@@ -17,6 +17,9 @@ valid_inputs := {
 	"approval/decide": approval_decide(sam, "user:alice"),
 	"budget/read": budget_read(fay),
 	"budget/top-up": budget_top_up(fay),
+	"sampling/createMessage": server_request("sampling/createMessage", allowed_call),
+	"elicitation/create": server_request("elicitation/create", allowed_call),
+	"roots/list": server_request("roots/list", allowed_call),
 }
 
 # Every action has a valid input that passes validation and is allowed.
@@ -114,15 +117,15 @@ test_action_problems[note] if {
 
 test_unknown_action_message if {
 	messages(decide(call(read_call, {"action": "tools/delete"}))) == {concat("", [
-		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
+		"action \"tools/delete\" is not a known action; expected one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, ",
+		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list",
 	])}
 }
 
 test_missing_action_message if {
 	messages(decide(object.remove(read_call, ["action"]))) == {concat("", [
-		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, loop/read, loop/trigger, ",
-		"prompts/get, prompts/list, resources/list, resources/read, tools/call, tools/list",
+		"input.action must be a string, one of: agent/invoke, approval/decide, approval/read, audit/read, budget/read, budget/top-up, elicitation/create, loop/read, loop/trigger, ",
+		"prompts/get, prompts/list, resources/list, resources/read, roots/list, sampling/createMessage, tools/call, tools/list",
 	])}
 }
 

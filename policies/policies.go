@@ -24,7 +24,7 @@ const bundleDir = "lush/authz"
 // The library's modules, listed one by one so that neither the tests nor the
 // examples are embedded with them (TestEmbeddedFiles checks the list is complete).
 //
-//go:embed agents.rego approvals.rego audit.rego budgets.rego classify.rego decision.rego input.rego limits.rego loops.rego mask.rego project.rego schema.rego tools.rego writes.rego
+//go:embed agents.rego approvals.rego audit.rego budgets.rego classify.rego decision.rego input.rego limits.rego loops.rego mask.rego project.rego schema.rego serverreq.rego tools.rego writes.rego
 var library embed.FS
 
 // The library's Rego unit tests, served by Tests.

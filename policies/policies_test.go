@@ -544,8 +544,8 @@ func countPassed(rs []*tester.Result) int {
 // its tests (which must stay hermetic when project policies are loaded).
 func TestExamples(t *testing.T) {
 	examples, exampleTests := exampleFiles(t)
-	if len(examples) != 3 || len(exampleTests) != 3 {
-		t.Fatalf("want 3 examples and 3 example tests, got %d and %d", len(examples), len(exampleTests))
+	if len(examples) != 4 || len(exampleTests) != 4 {
+		t.Fatalf("want 4 examples and 4 example tests, got %d and %d", len(examples), len(exampleTests))
 	}
 	for _, f := range examples {
 		if n := bytes.Count(f.Source, []byte("\n")); n > 40 {
@@ -598,13 +598,13 @@ var (
 		"lush.loop.unknown", "lush.acl.no_loop_execute", "lush.acl.no_loop_read",
 		"lush.role.no_audit", "lush.schema.invalid_arguments", "lush.tool.refused", "lush.rate.limited", "lush.default.deny",
 		"lush.role.no_approve", "lush.approval.self", "lush.role.no_approval_read",
-		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read",
+		"lush.budget.exhausted", "lush.role.no_budget", "lush.role.no_budget_read", "lush.server_request.no_call",
 	}
 	allowIDs = []string{
 		"lush.acl.agent_execute", "lush.capability.allowlist", "lush.privilege.tool_grant",
 		"lush.acl.loop_execute", "lush.acl.loop_read", "lush.role.audit", "lush.writes.live",
 		"lush.writes.stub", "lush.approval.risk", "lush.approval.granted", "lush.role.approve", "lush.role.approval_read",
-		"lush.role.budget", "lush.role.budget_read",
+		"lush.role.budget", "lush.role.budget_read", "lush.server_request.call_allowed",
 	}
 	// decidingRules are the rule names whose every body must carry METADATA
 	// with custom.id and a description.

@@ -3,6 +3,12 @@ package upstream
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 )
 
 // Asker answers a request an upstream server sends to the client during a call.
@@ -14,4 +20,137 @@ type askerKey struct{}
 // about them (sampling/createMessage, elicitation/create, roots/list) answered by a.
 func WithAsker(ctx context.Context, a Asker) context.Context {
 	return context.WithValue(ctx, askerKey{}, a)
+}
+
+func askerFrom(ctx context.Context) Asker {
+	a, _ := ctx.Value(askerKey{}).(Asker)
+	return a
+}
+
+// Bounds on what an upstream can make Lush hold while it asks the client.
+const (
+	maxAsking      = 32      // server requests being answered at once, per connection
+	maxAskedParams = 4 << 20 // bytes of one server request's params
+)
+
+// call is one request Lush sends upstream, as the server requests about it see it: whom to ask,
+// and the context of the call (its values, identity and decision included, and its end).
+type call struct {
+	ctx    context.Context
+	asker  Asker
+	notify Notify
+}
+
+type callKey struct{}
+
+// streamOf marks ctx as the context of a request Lush sends on c: a server request that arrives
+// on that request's stream (streamable HTTP hands it this context) belongs to cl. cl is nil for
+// Lush's own requests (lists, health checks), which have no one to ask.
+func streamOf(ctx context.Context, cl *call) context.Context {
+	return context.WithValue(ctx, callKey{}, cl)
+}
+
+// calls is the set of calls in flight on one connection.
+type calls struct {
+	mu  sync.Mutex
+	set map[*call]struct{}
+}
+
+func (cs *calls) add(cl *call) func() {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if cs.set == nil {
+		cs.set = map[*call]struct{}{}
+	}
+	cs.set[cl] = struct{}{}
+	return func() {
+		cs.mu.Lock()
+		defer cs.mu.Unlock()
+		delete(cs.set, cl)
+	}
+}
+
+// only returns the call in flight when there is exactly one.
+func (cs *calls) only() *call {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if len(cs.set) != 1 {
+		return nil
+	}
+	for cl := range cs.set {
+		return cl
+	}
+	return nil
+}
+
+// JSON-RPC codes of the answers Lush gives an upstream's requests itself.
+const (
+	codeMethodNotFound = -32601
+	codeInvalidParams  = -32602
+	codeInternal       = -32603
+)
+
+// serverRequests answers the requests the server on connection c sends to Lush: ping at once;
+// anything else by the Asker of the call it belongs to. A request on a call's own stream
+// (streamable HTTP) belongs to that call; one that says nothing about its call (the standalone
+// GET stream, stdio, legacy SSE) belongs to the only call in flight, and is refused when there
+// are several (it must never reach another caller's client).
+func (s *Server) serverRequests(c *conn) transport.RequestHandler {
+	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		if req.Method == string(mcp.MethodPing) {
+			return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
+		}
+		refuse := func(code int, format string, args ...any) (*transport.JSONRPCResponse, error) {
+			msg := fmt.Sprintf(format, args...)
+			s.opts.Logger.Warn("refused a request from an MCP server", "ref", s.tool.Ref, "method", req.Method, "reason", msg)
+			return transport.NewJSONRPCErrorResponse(req.ID, code, msg, nil), nil
+		}
+		cl, onStream := ctx.Value(callKey{}).(*call)
+		if !onStream {
+			if cl = c.calls.only(); cl == nil {
+				return refuse(codeInternal, "%s: Lush cannot tell which call this request belongs to (send it on the call's own stream)", req.Method)
+			}
+		}
+		if cl == nil || cl.asker == nil {
+			return refuse(codeMethodNotFound, "%s: the client of this call cannot be asked (method not available)", req.Method)
+		}
+		var params json.RawMessage
+		if req.Params != nil {
+			var err error
+			if params, err = json.Marshal(req.Params); err != nil {
+				return refuse(codeInvalidParams, "%s: params: %v", req.Method, err)
+			}
+		}
+		if len(params) > maxAskedParams {
+			return refuse(codeInvalidParams, "%s: params: larger than %d bytes", req.Method, maxAskedParams)
+		}
+		select {
+		case c.asking <- struct{}{}:
+			defer func() { <-c.asking }()
+		default:
+			return refuse(codeInternal, "%s: too many requests from this server are waiting for their clients (at most %d)", req.Method, maxAsking)
+		}
+		// The Asker sees the call's context (its values and its end), and stops also when the
+		// transport gives up on this request.
+		askCtx, cancel := context.WithCancel(cl.ctx)
+		defer cancel()
+		stop := context.AfterFunc(ctx, cancel)
+		defer stop()
+		res, err := cl.asker(askCtx, req.Method, params)
+		if err != nil {
+			var rpc *RPCError
+			if errors.As(err, &rpc) {
+				var data any
+				if len(rpc.Data) > 0 {
+					data = rpc.Data
+				}
+				return transport.NewJSONRPCErrorResponse(req.ID, rpc.Code, rpc.Message, data), nil
+			}
+			return transport.NewJSONRPCErrorResponse(req.ID, codeInternal, req.Method+": "+err.Error(), nil), nil
+		}
+		if len(res) == 0 {
+			res = json.RawMessage(`{}`)
+		}
+		return transport.NewJSONRPCResultResponse(req.ID, res), nil
+	}
 }

@@ -1,6 +1,7 @@
 package upstream
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -17,6 +18,7 @@ import (
 	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/mcpmeta"
 )
 
 // Supervision defaults.
@@ -51,10 +53,25 @@ type Options struct {
 type Lists struct {
 	Capabilities mcp.ServerCapabilities
 	ServerInfo   mcp.Implementation
+	Protocol     string // the MCP version spoken with the server
 	Tools        []json.RawMessage
 	Resources    []json.RawMessage
 	Templates    []json.RawMessage
 	Prompts      []json.RawMessage
+	// Cache holds the caching hints the server gave with each list, by list method
+	// ("tools/list", "resources/list", "resources/templates/list", "prompts/list"); a list
+	// without hints has no entry. The supervisor reads the lists again when the shortest TTL
+	// ends.
+	Cache map[string]CacheHint
+
+	headerTools map[string]*mcp.Tool // tools with x-mcp-header arguments, by name (2026-07-28)
+}
+
+// CacheHint is what a list result says about caching it (2026-07-28: ttlMs and cacheScope).
+type CacheHint struct {
+	TTL    time.Duration // how long the list may be reused; 0: not without asking again
+	TTLSet bool          // the server gave a TTL
+	Scope  string        // "public", "private", or "" when the server named none (private)
 }
 
 // State describes a server's health.
@@ -65,6 +82,7 @@ type State struct {
 	Restarts  int
 	LastError string // why it is down, or why it went down last
 	RetryIn   time.Duration
+	Protocol  string // the MCP version spoken on the current (or last) connection
 }
 
 // ErrUnavailable is returned for requests while a server is down.
@@ -117,9 +135,30 @@ type Server struct {
 
 type conn struct {
 	c        *client.Client
+	version  string   // the negotiated MCP version
 	inflight sync.Map // upstream progress token or request id -> Notify
-	calls    atomic.Int32
+	calls    calls    // the calls in flight
+	asking   chan struct{}
 	refresh  chan struct{}
+}
+
+// modern reports whether the connection speaks 2026-07-28 or later: stateless requests that
+// carry their protocol metadata.
+func (c *conn) modern() bool { return mcp.IsModernProtocol(c.version) }
+
+// send sends one request on c within ctx, as the protocol version wants it (see mcpmeta.Stamp). cl is
+// the call it is, or nil for Lush's own requests.
+func (c *conn) send(ctx context.Context, cl *call, id mcp.RequestId, method string, params json.RawMessage, tool *mcp.Tool) (*transport.JSONRPCResponse, error) {
+	params, header, err := mcpmeta.Stamp(c.version, ClientInfo, ForwardedCapabilities(), method, params, tool)
+	if err != nil {
+		return nil, err
+	}
+	var p any
+	if len(params) > 0 {
+		p = params
+	}
+	return c.c.GetTransport().SendRequest(streamOf(ctx, cl), transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id,
+		Method: method, Params: p, Header: header})
 }
 
 // Start begins supervising the server described by t. Close stops it.
@@ -171,6 +210,13 @@ func (s *Server) State() State {
 	return s.state
 }
 
+// Protocol is the MCP version spoken with the server ("" while it has never been up).
+func (s *Server) Protocol() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.state.Protocol
+}
+
 // Lists returns what the server offers (empty while it has never been up).
 func (s *Server) Lists() Lists {
 	s.mu.RLock()
@@ -202,11 +248,13 @@ func (s *Server) wait(ctx context.Context, done func(State) bool) error {
 	}
 }
 
-// Request sends a request and returns its raw result. notify, if not nil, receives the
-// notifications the server sends about this request: progress for the progress token in params'
-// _meta (the caller sets a token unique to the call), and log messages while it is the only
-// request in flight. A JSON-RPC error from the server is an *RPCError; a server that is down is an
-// *ErrUnavailable.
+// Request sends a request and returns its raw result, untouched (an input_required result of
+// 2026-07-28 included). notify, if not nil, receives the notifications the server sends about
+// this request: progress for the progress token in params' _meta (the caller sets a token unique
+// to the call), and log messages while it is the only request in flight. The requests the server
+// sends about it (sampling, elicitation, roots) are answered by the Asker of ctx (WithAsker); with
+// none, the server gets a method-not-found error. A JSON-RPC error from the server is an
+// *RPCError; a server that is down is an *ErrUnavailable.
 func (s *Server) Request(ctx context.Context, method string, params json.RawMessage, progressToken string, notify Notify) (json.RawMessage, error) {
 	s.mu.RLock()
 	c := s.conn
@@ -219,6 +267,8 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 	defer s.active.Add(-1)
 	ctx, cancel := context.WithTimeout(ctx, s.opts.CallTimeout)
 	defer cancel()
+	cl := &call{ctx: ctx, asker: askerFrom(ctx), notify: notify}
+	defer c.calls.add(cl)()
 	idText := "lush-" + strconv.FormatInt(s.nextID.Add(1), 10)
 	id := mcp.NewRequestId(idText)
 	if notify != nil {
@@ -229,13 +279,11 @@ func (s *Server) Request(ctx context.Context, method string, params json.RawMess
 		c.inflight.Store(key, notify)
 		defer c.inflight.Delete(key)
 	}
-	c.calls.Add(1)
-	defer c.calls.Add(-1)
-	var p any
-	if len(params) > 0 {
-		p = params
+	var tool *mcp.Tool
+	if c.modern() && method == string(mcp.MethodToolsCall) {
+		tool = s.headerTool(params)
 	}
-	resp, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id, Method: method, Params: p})
+	resp, err := c.send(ctx, cl, id, method, params, tool)
 	if err != nil {
 		if ctx.Err() != nil {
 			s.cancelUpstream(c, id, ctx.Err())
@@ -302,7 +350,26 @@ func (s *Server) Notification(ctx context.Context, method string, params map[str
 		Notification: mcp.Notification{Method: method, Params: mcp.NotificationParams{AdditionalFields: params}}})
 }
 
+// headerTool returns the definition of the tool a tools/call names when it has x-mcp-header
+// arguments, which 2026-07-28 mirrors in headers.
+func (s *Server) headerTool(params json.RawMessage) *mcp.Tool {
+	var p struct {
+		Name string `json:"name"`
+	}
+	if json.Unmarshal(params, &p) != nil {
+		return nil
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.lists.headerTools[p.Name]
+}
+
+// cancelUpstream tells the server Lush no longer waits for request id. Over HTTP at 2026-07-28
+// the end of the request's stream is the cancellation, and nothing is sent.
 func (s *Server) cancelUpstream(c *conn, id mcp.RequestId, cause error) {
+	if _, http := c.c.GetTransport().(transport.HTTPConnection); http && c.modern() {
+		return
+	}
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -338,7 +405,7 @@ func (s *Server) run(ctx context.Context) {
 		started = true
 		s.mu.Lock()
 		s.conn, s.lists = c, lists
-		s.state = State{Up: true, Settled: true, Since: time.Now(), Restarts: s.state.Restarts}
+		s.state = State{Up: true, Settled: true, Since: time.Now(), Restarts: s.state.Restarts, Protocol: c.version}
 		s.mu.Unlock()
 		s.changed()
 		upSince := time.Now()
@@ -394,8 +461,11 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 	if err != nil {
 		return nil, Lists{}, err
 	}
-	c := &conn{c: cl, refresh: make(chan struct{}, 1)}
+	c := &conn{c: cl, version: init.ProtocolVersion, asking: make(chan struct{}, maxAsking), refresh: make(chan struct{}, 1)}
 	cl.OnNotification(func(n mcp.JSONRPCNotification) { s.onNotification(c, n) })
+	if b, ok := cl.GetTransport().(transport.BidirectionalInterface); ok {
+		b.SetRequestHandler(s.serverRequests(c))
+	}
 	lists, err := s.fetchLists(ctx, c, init)
 	if err != nil {
 		cl.Close()
@@ -405,40 +475,58 @@ func (s *Server) connect(ctx context.Context) (*conn, Lists, error) {
 }
 
 func (s *Server) fetchLists(ctx context.Context, c *conn, init *mcp.InitializeResult) (Lists, error) {
-	l := Lists{Capabilities: init.Capabilities, ServerInfo: init.ServerInfo}
+	l := Lists{Capabilities: init.Capabilities, ServerInfo: init.ServerInfo, Protocol: c.version, Cache: map[string]CacheHint{}}
 	var err error
 	if init.Capabilities.Tools != nil {
-		if l.Tools, err = listAll(ctx, c, "tools/list", "tools"); err != nil {
+		if l.Tools, err = listAll(ctx, c, "tools/list", "tools", l.Cache); err != nil {
 			return l, err
+		}
+		if c.modern() {
+			l.headerTools = headerTools(l.Tools)
 		}
 	}
 	if init.Capabilities.Resources != nil {
-		if l.Resources, err = listAll(ctx, c, "resources/list", "resources"); err != nil {
+		if l.Resources, err = listAll(ctx, c, "resources/list", "resources", l.Cache); err != nil {
 			return l, err
 		}
-		if l.Templates, err = listAll(ctx, c, "resources/templates/list", "resourceTemplates"); err != nil {
+		if l.Templates, err = listAll(ctx, c, "resources/templates/list", "resourceTemplates", l.Cache); err != nil {
 			l.Templates = nil // optional: some servers have resources but no templates
 		}
 	}
 	if init.Capabilities.Prompts != nil {
-		if l.Prompts, err = listAll(ctx, c, "prompts/list", "prompts"); err != nil {
+		if l.Prompts, err = listAll(ctx, c, "prompts/list", "prompts", l.Cache); err != nil {
 			return l, err
 		}
 	}
 	return l, nil
 }
 
-// listAll pages through a list method and returns the raw items.
-func listAll(ctx context.Context, c *conn, method, field string) ([]json.RawMessage, error) {
+// headerTools picks the tools whose arguments are annotated x-mcp-header.
+func headerTools(tools []json.RawMessage) map[string]*mcp.Tool {
+	out := map[string]*mcp.Tool{}
+	for _, raw := range tools {
+		if !bytes.Contains(raw, []byte("x-mcp-header")) {
+			continue
+		}
+		var t mcp.Tool
+		if json.Unmarshal(raw, &t) == nil && t.Name != "" {
+			out[t.Name] = &t
+		}
+	}
+	return out
+}
+
+// listAll pages through a list method and returns the raw items. The caching hints of its pages
+// go to cache (the shortest TTL; private when any page is).
+func listAll(ctx context.Context, c *conn, method, field string, cache map[string]CacheHint) ([]json.RawMessage, error) {
 	var out []json.RawMessage
 	cursor := ""
 	for page := 0; page < 1000; page++ {
-		var params any
+		var params json.RawMessage
 		if cursor != "" {
-			params = map[string]any{"cursor": cursor}
+			params, _ = json.Marshal(map[string]string{"cursor": cursor})
 		}
-		resp, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
-			ID: mcp.NewRequestId(fmt.Sprintf("lush-list-%s-%d", method, page)), Method: method, Params: params})
+		resp, err := c.send(ctx, nil, mcp.NewRequestId(fmt.Sprintf("lush-list-%s-%d", method, page)), method, params, nil)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", method, err)
 		}
@@ -456,6 +544,7 @@ func listAll(ctx context.Context, c *conn, method, field string) ([]json.RawMess
 			}
 		}
 		out = append(out, items...)
+		noteCacheHint(cache, method, body)
 		cursor = ""
 		if raw, ok := body["nextCursor"]; ok {
 			json.Unmarshal(raw, &cursor)
@@ -467,21 +556,77 @@ func listAll(ctx context.Context, c *conn, method, field string) ([]json.RawMess
 	return nil, fmt.Errorf("%s: more than 1000 pages", method)
 }
 
-// monitor watches a live connection: pings it, refreshes lists on change, and returns why the
-// connection is considered lost.
+// noteCacheHint records the ttlMs and cacheScope of one page of a list.
+func noteCacheHint(cache map[string]CacheHint, method string, body map[string]json.RawMessage) {
+	var ttl *int64
+	var scope string
+	json.Unmarshal(body["ttlMs"], &ttl)
+	json.Unmarshal(body["cacheScope"], &scope)
+	if ttl == nil && scope == "" {
+		return
+	}
+	h := cache[method]
+	if ttl != nil {
+		if d := time.Duration(max(*ttl, 0)) * time.Millisecond; !h.TTLSet || d < h.TTL {
+			h.TTL, h.TTLSet = d, true
+		}
+	}
+	if h.Scope != string(mcp.CacheScopePrivate) && scope != "" {
+		h.Scope = scope
+	}
+	cache[method] = h
+}
+
+// minListRefresh bounds how often a TTL makes the supervisor read a server's lists again.
+const minListRefresh = time.Second
+
+// listRefresh is when the lists should be read again: at the shortest TTL their server gave, or
+// never (0).
+func listRefresh(l Lists) time.Duration {
+	var next time.Duration
+	for _, h := range l.Cache {
+		if h.TTL > 0 && (next == 0 || h.TTL < next) {
+			next = h.TTL
+		}
+	}
+	if next == 0 {
+		return 0
+	}
+	return max(next, minListRefresh)
+}
+
+// monitor watches a live connection: pings it, refreshes lists on change or when their TTL ends,
+// and returns why the connection is considered lost.
 func (s *Server) monitor(ctx context.Context, c *conn) string {
 	tick := time.NewTicker(s.opts.HealthInterval)
 	defer tick.Stop()
+	expire := time.NewTimer(time.Hour)
+	expire.Stop()
+	defer expire.Stop()
+	scheduleRefresh := func() {
+		if d := listRefresh(s.Lists()); d > 0 {
+			expire.Reset(d)
+		}
+	}
+	scheduleRefresh()
 	for {
 		select {
 		case <-ctx.Done():
 			return "stopped"
 		case <-tick.C:
 		case <-s.kick:
+		case <-expire.C:
+			if err := s.refresh(ctx, c); err != nil {
+				s.opts.Logger.Warn("refresh MCP server lists", "ref", s.tool.Ref, "error", err)
+			}
+			scheduleRefresh()
+			continue
 		case <-c.refresh:
 			if err := s.refresh(ctx, c); err != nil {
 				s.opts.Logger.Warn("refresh MCP server lists", "ref", s.tool.Ref, "error", err)
 			}
+			expire.Stop()
+			scheduleRefresh()
 			continue
 		}
 		if err := s.ping(ctx, c); err != nil && ctx.Err() == nil {
@@ -491,12 +636,16 @@ func (s *Server) monitor(ctx context.Context, c *conn) string {
 }
 
 // ping checks that the connection still carries messages. Any answer, even an error, means the
-// server is there; only a transport failure or silence means it is gone.
+// server is there; only a transport failure or silence means it is gone. 2026-07-28 has no ping:
+// server/discover is asked instead.
 func (s *Server) ping(ctx context.Context, c *conn) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	_, err := c.c.GetTransport().SendRequest(ctx, transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION,
-		ID: mcp.NewRequestId("lush-ping-" + strconv.FormatInt(s.nextID.Add(1), 10)), Method: string(mcp.MethodPing)})
+	method := string(mcp.MethodPing)
+	if c.modern() {
+		method = string(mcp.MethodServerDiscover)
+	}
+	_, err := c.send(ctx, nil, mcp.NewRequestId("lush-ping-"+strconv.FormatInt(s.nextID.Add(1), 10)), method, nil, nil)
 	return err
 }
 
@@ -530,10 +679,9 @@ func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
 	case "notifications/message":
 		// Log messages carry no request id: deliver them only when the request they belong to is
 		// unambiguous, never to another caller's request.
-		if c.calls.Load() != 1 {
-			return
+		if cl := c.calls.only(); cl != nil && cl.notify != nil {
+			cl.notify(n.Method, params)
 		}
-		c.inflight.Range(func(_, v any) bool { v.(Notify)(n.Method, params); return false })
 	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":
 		select {
 		case c.refresh <- struct{}{}:

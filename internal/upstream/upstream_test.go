@@ -19,6 +19,7 @@ import (
 
 func TestMain(m *testing.M) {
 	mcpserver.ServeStdioIfRequested()
+	serveAskStdioIfRequested()
 	os.Exit(m.Run())
 }
 

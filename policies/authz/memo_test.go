@@ -296,6 +296,7 @@ func TestErrorsAreNotCached(t *testing.T) {
 func TestInputDependencies(t *testing.T) {
 	want := []string{"action", "agent", "approval.approved_by", "approval.id", "approval.status", "arguments.destination",
 		"arguments.path", "arguments.requester", "arguments.source", "budget.error", "budget.exhausted", "budget.exhausted_by",
+		"call.action", "call.decision_id", "call.outcome",
 		"chain", "depth", "live_writes", "loop", "principal.groups", "principal.id", "rate_limit", "tool", "type(.)", "type(budget)"}
 	if got := engine(t).InputDependencies(); !slices.Equal(got, want) {
 		t.Errorf("quickstart: InputDependencies = %q\nwant %q", got, want)

@@ -27,12 +27,20 @@ const (
 	// Budgets (the budgets API).
 	ActionBudgetRead  = "budget/read"   // reading budget usage
 	ActionBudgetTopUp = "budget/top-up" // adding units to a budget's current period
+	// Requests an MCP server sends to the client during a call, decided before they reach it
+	// (input.call names the call).
+	ActionSamplingCreate    = "sampling/createMessage"
+	ActionElicitationCreate = "elicitation/create"
+	ActionRootsList         = "roots/list"
 )
+
+// ServerRequestActions are the actions of requests a server sends to the client during a call.
+var ServerRequestActions = []string{ActionSamplingCreate, ActionElicitationCreate, ActionRootsList}
 
 // Actions lists every action, in the order the docs present them.
 var Actions = []string{ActionToolsCall, ActionToolsList, ActionResourcesList, ActionResourcesRead,
 	ActionPromptsList, ActionPromptsGet, ActionAgentInvoke, ActionLoopTrigger, ActionLoopRead, ActionAuditRead, ActionApprovalRead, ActionApprovalDecide,
-	ActionBudgetRead, ActionBudgetTopUp}
+	ActionBudgetRead, ActionBudgetTopUp, ActionSamplingCreate, ActionElicitationCreate, ActionRootsList}
 
 // Input is the policy's input document. Its JSON form is public API for security teams
 // (docs/policy.md): fields are added, never renamed or removed.
@@ -58,6 +66,26 @@ type Input struct {
 	// apply to the call (budget.go): the policy denies it with lush.budget.exhausted when one
 	// is exhausted. Absent when no budget applies.
 	Budget *Budget `json:"budget,omitempty"`
+	// Call is set by the MCP gateway for a request an upstream server sends to the client during
+	// a call (sampling/createMessage, elicitation/create, roots/list): the call it belongs to,
+	// which the gateway allowed. Absent for every other action.
+	Call *CallRef `json:"call,omitempty"`
+}
+
+// CallRef names the call a server request belongs to.
+type CallRef struct {
+	DecisionID string `json:"decision_id"` // the call's decision
+	Action     string `json:"action"`      // tools/call, prompts/get, resources/read
+	Outcome    string `json:"outcome"`     // the call's outcome: "allow" for a call that runs
+}
+
+// value converts the call to an OPA value.
+func (c *CallRef) value() ast.Value {
+	return ast.NewObject(
+		ast.Item(ast.InternedTerm("decision_id"), ast.StringTerm(c.DecisionID)),
+		ast.Item(ast.InternedTerm("action"), ast.StringTerm(c.Action)),
+		ast.Item(ast.InternedTerm("outcome"), ast.StringTerm(c.Outcome)),
+	)
 }
 
 // Approval tells the policy that a person approved the call.
@@ -179,6 +207,9 @@ func (in Input) valueWith(args ast.Value) (ast.Value, error) {
 	}
 	if in.Budget != nil {
 		obj.Insert(ast.InternedTerm("budget"), ast.NewTerm(in.Budget.value()))
+	}
+	if in.Call != nil {
+		obj.Insert(ast.InternedTerm("call"), ast.NewTerm(in.Call.value()))
 	}
 	return obj, nil
 }

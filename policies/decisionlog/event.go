@@ -71,6 +71,10 @@ type Event struct {
 	TraceID     string   `json:"trace_id,omitempty"`
 	SpanID      string   `json:"span_id,omitempty"`
 	Error       string   `json:"error,omitempty"`
+	// Parent is the decision this one belongs to: for a request an MCP server sent to the client
+	// during a call (sampling/createMessage, elicitation/create, roots/list), the call's decision.
+	// Empty for decisions that stand alone.
+	Parent string `json:"parent_id,omitempty"`
 	// Credential is how the upstream credential the call carries was obtained, never the
 	// credential itself; nil for a call that carries none.
 	Credential *CredentialUse `json:"credential,omitempty"`

@@ -114,6 +114,7 @@ func encodeEventFast(e *Event) (string, bool) {
 	w.omit(`,"trace_id":`, e.TraceID)
 	w.omit(`,"span_id":`, e.SpanID)
 	w.omit(`,"error":`, e.Error)
+	w.omit(`,"parent_id":`, e.Parent)
 	if c := e.Credential; c != nil {
 		w.key(`,"credential":{"type":`, c.Type)
 		w.key(`,"obtained":`, c.Obtained)

@@ -58,7 +58,7 @@ func TestEncodeEventIsEncodeJSON(t *testing.T) {
 			Timestamp: randTime(r).In(zones[r.IntN(len(zones))]),
 			Erased:    strs(), Masked: strs(), Revision: w(), Point: w(), Principal: w(), Groups: strs(), Agent: w(),
 			Chain: strs(), Action: w(), Tool: w(), ToolName: w(), Access: w(), Risk: w(), Outcome: w(), Rules: strs(),
-			LatencyNS: r.Int64() - r.Int64(), Environment: w(), TraceID: w(), SpanID: w(), Error: w(),
+			LatencyNS: r.Int64() - r.Int64(), Environment: w(), TraceID: w(), SpanID: w(), Error: w(), Parent: w(),
 			Charges: []Charge{{}}}
 		if r.IntN(4) > 0 {
 			e.Labels = map[string]string{}

@@ -49,6 +49,7 @@ func sampleEvent(id string) *Event {
 		TraceID:     "4bf92f3577b34da6a3ce929d0e0e4736",
 		SpanID:      "00f067aa0ba902b7",
 		Error:       "",
+		Parent:      "0193e4a8-7b1c-7def-8000-000000000001",
 		Credential:  &CredentialUse{Type: "oauth", Obtained: "exchange", Source: "token exchange at https://login.example.com", Act: []string{"agent:researcher", "agent:orchestrator"}},
 	}
 }

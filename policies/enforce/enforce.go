@@ -139,6 +139,7 @@ type options struct {
 	cred   func() *decisionlog.CredentialUse // WithCredentialUse
 	extra  []decisionlog.Charge              // WithCharges
 	refuse *authz.Reason                     // refusing
+	parent string                            // WithParent
 }
 
 // WithPrecondition makes pre a condition of the call: when the policy allows it, pre runs, and
@@ -151,6 +152,12 @@ func WithPrecondition(pre Precondition) Option {
 // carries was obtained: used is asked after the precondition ran (nil for none).
 func WithCredentialUse(used func() *decisionlog.CredentialUse) Option {
 	return func(o *options) { o.cred = used }
+}
+
+// WithParent records the decision as part of another: the decision id of the call a server
+// request belongs to (decisionlog.Event.Parent).
+func WithParent(decisionID string) Option {
+	return func(o *options) { o.parent = decisionID }
 }
 
 // All applies every option of opts, in order: for a helper that sets several.
@@ -272,6 +279,7 @@ func (e *Enforcer) decide(ctx context.Context, d *decision, start time.Time) *Ve
 // that runs, to the decision log. A decision that cannot be recorded denies.
 func (e *Enforcer) record(ctx context.Context, d *decision, v *Verdict) {
 	v.event = e.event(ctx, d.in, v)
+	v.event.Parent = d.parent
 	if d.cred != nil && v.Allow {
 		v.event.Credential = d.cred()
 	}

@@ -287,6 +287,12 @@ func (w *jsonWriter) input(in *authz.Input) {
 		w.omit(`,"error":`, b.Error)
 		w.raw("}")
 	}
+	if c := in.Call; c != nil {
+		w.field(`,"call":{"decision_id":`, c.DecisionID)
+		w.field(`,"action":`, c.Action)
+		w.field(`,"outcome":`, c.Outcome)
+		w.raw("}")
+	}
 	w.raw("}")
 }
 
