@@ -30,7 +30,7 @@ import (
 //     run; still pending once approvals.wait has passed, it gets input_required again; denied or
 //     expired, it is refused.
 //   - a 2025-11-25 client that declares elicitation in URL mode gets an elicitation/create request
-//     (URL mode, elicitationId = the approval's id) while the call waits as it always does, and
+//     (URL mode, elicitationId = the call's decision id) while the call waits as it always does, and
 //     notifications/elicitation/complete once the approval is decided.
 //
 // Other clients wait as before. The approval stays what it is: bound to the call's digest, used
@@ -95,12 +95,13 @@ func (g *Gateway) approvalURL(id string) string {
 }
 
 // approvalElicitation is the params of the elicitation/create that points a client at the page
-// of approval ap of the call decided as v.
+// of approval ap of the call decided as v. Its elicitationId is v's id, unique to this attempt of
+// the call (the first attempt's is also the approval's id; a repeat that joins it has its own).
 func (g *Gateway) approvalElicitation(ap decisionlog.Approval, v *enforce.Verdict) map[string]any {
 	msg := fmt.Sprintf("This call needs a person's approval (%s). Open the page to see the call and its approval %s; "+
 		"a holder of the approve role decides it there (not the caller), until %s.",
 		joinReasons(v.Approvals), ap.ID, ap.Expires.UTC().Format(time.RFC3339))
-	return map[string]any{"mode": "url", "message": msg, "url": g.approvalURL(ap.ID), "elicitationId": ap.ID}
+	return map[string]any{"mode": "url", "message": msg, "url": g.approvalURL(ap.ID), "elicitationId": v.ID}
 }
 
 // inputRequired is the input_required result of a 2026-07-28 call whose approval ap is pending:
@@ -265,7 +266,7 @@ func (c *call) askApproval(ctx context.Context, w *approval.Waiter, ac approval.
 	switch waited.Ending {
 	case approval.Approved, approval.Denied, approval.Expired, approval.Used:
 		if answered != nil {
-			c.req.Notify("notifications/elicitation/complete", map[string]any{"elicitationId": ap.ID})
+			c.req.Notify("notifications/elicitation/complete", map[string]any{"elicitationId": v.ID})
 		}
 	}
 	return c.approvalEnded(ctx, in, v, waited, nil, opts...)

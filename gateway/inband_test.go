@@ -78,9 +78,11 @@ func inputRequired(t *testing.T, res map[string]any, store *decisionlog.Approval
 	}
 	req, _ := res["inputRequests"].(map[string]any)[gateway.ApprovalInputKey].(map[string]any)
 	params, _ := req["params"].(map[string]any)
-	id, _ := params["elicitationId"].(string)
+	id, _ := res["_meta"].(map[string]any)["dev.lush/approval"].(map[string]any)["id"].(string)
+	decision, _ := res["_meta"].(map[string]any)["dev.lush/decision"].(map[string]any)["id"].(string)
 	state, _ := res["requestState"].(string)
 	if req["method"] != "elicitation/create" || params["mode"] != "url" || params["url"] != "https://lush.example/base/approvals/"+id+"/page" ||
+		params["elicitationId"] != decision || decision == "" ||
 		!strings.Contains(params["message"].(string), "needs a person's approval") || state == "" {
 		t.Fatalf("input request: %v, state %q", req, state)
 	}
