@@ -115,6 +115,14 @@ func TestInputRequiredApproval(t *testing.T) {
 		t.Fatal(rpcErr)
 	}
 	id, state := inputRequired(t, res, store)
+	// A repeat while it is pending joins the approval, with an elicitation of its own.
+	res, _ = mrtrCall(t, h, aliceKey, urlCaps, "touch created", nil)
+	if joined, _ := inputRequired(t, res, store); joined != id {
+		t.Errorf("a repeat asked for approval %s, not %s", joined, id)
+	}
+	if elicited := res["inputRequests"].(map[string]any)[gateway.ApprovalInputKey].(map[string]any)["params"].(map[string]any)["elicitationId"]; elicited == id {
+		t.Errorf("a repeat's elicitation has the first attempt's id %v", elicited)
+	}
 
 	// Retries whose state does not fit are refused before anything is decided.
 	for _, tc := range []struct {
