@@ -70,8 +70,9 @@ type Config struct {
 
 // Server serves the API. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	gate *policyhttp.Gate
+	cfg      Config
+	gate     *policyhttp.Gate
+	pageGate *policyhttp.Gate // the same gate, answering refusals as a page
 }
 
 // New checks cfg and returns a server.
@@ -82,7 +83,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures},
+		pageGate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures, WriteRefusal: writePageRefusal}}, nil
 }
 
 // Handler serves the API under /approvals.
@@ -208,7 +210,7 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", msg)
 		return
 	}
-	res, ok := s.decideOne(w, r, id, body, "POST /approvals/{id}")
+	res, ok := s.decideOne(w, r, s.gate, id, body, "POST /approvals/{id}")
 	if !ok {
 		return
 	}
@@ -244,9 +246,9 @@ type decided struct {
 }
 
 // decideOne decides approval id as body says, for the caller of r, behind an approval/decide
-// decision logged with route. It reports false when the request was refused and answered (401,
+// decision logged with route, let in by gate. It reports false when the request was refused and answered (401,
 // 403, 503 from the gate).
-func (s *Server) decideOne(w http.ResponseWriter, r *http.Request, id string, body Decision, route string) (decided, bool) {
+func (s *Server) decideOne(w http.ResponseWriter, r *http.Request, gate *policyhttp.Gate, id string, body Decision, route string) (decided, bool) {
 	// The policy needs whose call it is (nobody decides their own), so the approval is read
 	// before the decision; an unknown id is answered only to those allowed to decide.
 	ap, err := s.cfg.Store.Get(r.Context(), id)
@@ -259,7 +261,7 @@ func (s *Server) decideOne(w http.ResponseWriter, r *http.Request, id string, bo
 	if found {
 		args["requester"], args["agent"], args["tool"], args["tool_name"] = ap.Principal, ap.Agent, ap.Tool, ap.ToolName
 	}
-	v, caller := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalDecide, Arguments: args}, "deciding approvals")
+	v, caller := gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalDecide, Arguments: args}, "deciding approvals")
 	if v == nil {
 		return decided{}, false
 	}

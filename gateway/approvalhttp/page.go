@@ -40,7 +40,7 @@ func (s *Server) page(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusBadRequest, "The approval id is too long: use the id lushctl approvals list shows.", nil)
 		return
 	}
-	v, _ := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalRead,
+	v, _ := s.pageGate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalRead,
 		Arguments: map[string]any{"route": "GET /approvals/{id}/page", "approval": id}}, "reading approvals")
 	if v == nil {
 		return
@@ -86,7 +86,7 @@ func (s *Server) decidePage(w http.ResponseWriter, r *http.Request) {
 		writePage(w, http.StatusBadRequest, "The form is not right: "+msg+".", nil)
 		return
 	}
-	res, ok := s.decideOne(w, r, id, body, "POST /approvals/{id}/page")
+	res, ok := s.decideOne(w, r, s.pageGate, id, body, "POST /approvals/{id}/page")
 	if !ok {
 		return
 	}
@@ -98,6 +98,23 @@ func (s *Server) decidePage(w http.ResponseWriter, r *http.Request) {
 	default:
 		writePage(w, res.status, res.message, nil)
 	}
+}
+
+// writePageRefusal answers a request the gate does not let in to the page as a page: what is
+// wrong (its code), the decision and the policy's reasons, and, without credentials, how else
+// the approval can be decided.
+func writePageRefusal(w http.ResponseWriter, r policyhttp.Refusal) {
+	msg := fmt.Sprintf("Refused (%s): %s", r.Code, r.Message)
+	if r.Verdict != nil {
+		msg += fmt.Sprintf(" Decision %s.", r.Verdict.ID)
+		for _, reason := range r.Reasons {
+			msg += fmt.Sprintf(" %s: %s.", reason.Rule, reason.Message)
+		}
+	}
+	if r.Status == http.StatusUnauthorized {
+		msg += " Open the page through the proxy that signs you in, or decide with lushctl approvals (--token), or at /ui/approvals.html with a bearer token."
+	}
+	writePage(w, r.Status, msg, nil)
 }
 
 // sameOrigin reports whether a form POST comes from a page of this server: Sec-Fetch-Site

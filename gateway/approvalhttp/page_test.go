@@ -42,7 +42,8 @@ func (e *env) pageRequest(method, path, key, form string, hdr map[string]string)
 }
 
 // TestPage: the approval page shows the call to those who may read approvals, and only an
-// approver who did not make the call decides it from there, from the page's own origin.
+// approver who did not make the call decides it from there, from the page's own origin; every
+// answer, refusals included, is a page.
 func TestPage(t *testing.T) {
 	e := newEnv(t, true)
 	page := approvalhttp.PagePath("ap-1")
@@ -78,6 +79,9 @@ func TestPage(t *testing.T) {
 		code, hdr, body := e.pageRequest(tt.method, path, tt.key, tt.form, tt.hdr)
 		if code != tt.code || !strings.Contains(body, tt.want) {
 			t.Errorf("%s: %d %s\nwant %d with %q", tt.name, code, body, tt.code, tt.want)
+		}
+		if code != 303 && !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+			t.Errorf("%s: answered %s, not a page", tt.name, hdr.Get("Content-Type"))
 		}
 		if code == 303 && hdr.Get("Location") != "page" {
 			t.Errorf("%s: redirected to %q", tt.name, hdr.Get("Location"))
