@@ -2,7 +2,7 @@ package gateway
 
 import (
 	"context"
-	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -33,7 +33,12 @@ func OpenApprovals(cfg Config) (*decisionlog.Approvals, error) {
 // decision (still subject to the write stub); denied, expired or still pending when the wait
 // ends, the model gets a refusal that says which, and what to do. The span gets an event per
 // step.
-func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v *enforce.Verdict, args json.RawMessage,
+//
+// A client that can be asked where it is (inband.go) is pointed at the approval's page: a
+// 2026-07-28 client gets input_required at once instead of a wait, and its retry waits (a retry
+// whose user declined to open the page does not); a 2025-11-25 client is sent an elicitation
+// while the call waits.
+func (c *call) awaitApproval(ctx context.Context, tc *toolCall, in authz.Input, v *enforce.Verdict,
 	opts ...enforce.Option) (*enforce.Verdict, any) {
 	if c.g.approvals == nil {
 		v.Complete(decisionlog.StatusError, 0, nil, "no approvals store")
@@ -41,9 +46,61 @@ func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v 
 			joinReasons(v.Approvals), v.ID)
 		return nil, toolError(msg, v)
 	}
+	ac := c.approvalCall(tc)
+	w := *c.g.approvals
+	var pending func(ap decisionlog.Approval) any // answers a wait that ended pending, instead of the refusal
+	switch mode := c.inband(); {
+	case tc.retry != nil:
+		if ended, ok := c.endedApproval(ctx, tc.retry.state.Approval, v); ok {
+			return c.approvalEnded(ctx, in, v, ended, nil, opts...)
+		}
+		if tc.retry.accepted && mode == inbandInputRequired {
+			pending = func(ap decisionlog.Approval) any { return c.inputRequired(ap, ac.Digest(), v) }
+		} else {
+			w.MaxWait = 0 // the user declined to open the page: no wait, and no new question
+		}
+	case mode == inbandInputRequired:
+		w.MaxWait = 0
+		pending = func(ap decisionlog.Approval) any { return c.inputRequired(ap, ac.Digest(), v) }
+	case mode == inbandAsk:
+		return c.askApproval(ctx, &w, ac, in, v, opts...)
+	}
+	return c.approvalEnded(ctx, in, v, w.Wait(ctx, ac, v), pending, opts...)
+}
+
+// endedApproval reads the approval a retry's requestState names: when it was denied, expired or
+// used by another attempt, the retry is refused as a wait that ended so would be (v gets its
+// completion), rather than asking for a new approval.
+func (c *call) endedApproval(ctx context.Context, id string, v *enforce.Verdict) (approval.Waited, bool) {
+	ap, err := c.g.approvals.Store.Get(ctx, id)
+	var w approval.Waited
+	switch {
+	case errors.Is(err, decisionlog.ErrNoApproval):
+		return w, false // a store that forgot it: the call asks again
+	case err != nil:
+		w = approval.Waited{Ending: approval.Unavailable, Err: err}
+		v.Complete(decisionlog.StatusError, 0, nil, "approvals store: "+err.Error())
+		return w, true
+	}
+	switch ap.Status {
+	case decisionlog.ApprovalDenied:
+		w = approval.Waited{Ending: approval.Denied, Approval: ap}
+	case decisionlog.ApprovalExpired:
+		w = approval.Waited{Ending: approval.Expired, Approval: ap}
+	case decisionlog.ApprovalConsumed:
+		w = approval.Waited{Ending: approval.Used, Approval: ap}
+	default:
+		return w, false
+	}
+	v.Complete(endStatus[w.Ending], 0, nil, fmt.Sprintf("approval %s %s (requestState of an in-band approval)", ap.ID, ap.Status))
+	return w, true
+}
+
+// approvalEnded goes on from a wait that ended as w: approved, the call is decided again with
+// input.approval; otherwise it is refused, or, ended pending with pending set, answered by it.
+func (c *call) approvalEnded(ctx context.Context, in authz.Input, v *enforce.Verdict, w approval.Waited,
+	pending func(decisionlog.Approval) any, opts ...enforce.Option) (*enforce.Verdict, any) {
 	span := trace.SpanFromContext(ctx)
-	call := approval.Call{Tool: e.Ref, ToolName: e.Upstream, Arguments: args, Principal: c.caller.ID, Agent: c.agent}
-	w := c.g.approvals.Wait(ctx, call, v)
 	ap := w.Approval
 	switch w.Ending {
 	case approval.Approved:
@@ -69,6 +126,9 @@ func (c *call) awaitApproval(ctx context.Context, e *exposed, in authz.Input, v 
 	span.SetAttributes(attribute.String("lush.approval.id", ap.ID), attribute.String("lush.approval.status", ap.Status),
 		attribute.String("lush.status", endStatus[w.Ending]))
 	c.g.countApproval(ap.Status)
+	if w.Ending == approval.Pending && pending != nil {
+		return nil, pending(ap)
+	}
 	res := toolError(refusal(w, v, c.g.approvals.MaxWait), v)
 	meta := res["_meta"].(map[string]any)
 	meta["dev.lush/approval"] = map[string]any{"id": ap.ID, "status": ap.Status, "expires": ap.Expires.Format(time.RFC3339),

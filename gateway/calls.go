@@ -16,6 +16,7 @@ import (
 	"github.com/lush-agents/lush/gateway/localtool"
 	"github.com/lush-agents/lush/internal/mcphttp"
 	"github.com/lush-agents/lush/internal/upstream"
+	"github.com/lush-agents/lush/policies/approval"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -50,6 +51,13 @@ type toolCall struct {
 	sch  *schemas                   // the tool's input and output schemas
 	cred *vault.Credential          // the credential the call carries, once decided
 	span trace.Span
+	// retry is the answer of a retry to the call's in-band approval (inband.go), or nil.
+	retry *approvalRetry
+}
+
+// approvalCall is what an approval of the call is bound to.
+func (c *call) approvalCall(tc *toolCall) approval.Call {
+	return approval.Call{Tool: tc.e.Ref, ToolName: tc.e.Upstream, Arguments: tc.p["arguments"], Principal: c.caller.ID, Agent: c.agent}
 }
 
 // callTool decides a tools/call, records it, and then denies it, stubs it, or runs it: decide,
@@ -78,6 +86,10 @@ func (c *call) callTool(ctx context.Context) (any, error) {
 		if _, isObj := tc.args.(map[string]any); !isObj {
 			return nil, mcphttp.Errorf(mcphttp.CodeInvalidParams, "tools/call arguments must be an object")
 		}
+	}
+	var err error
+	if tc.retry, err = c.takeApprovalRetry(p, c.approvalCall(tc)); err != nil {
+		return nil, err
 	}
 	if c.g.tracing {
 		ctx, tc.span = c.g.tracer.Start(ctx, "tools/call "+name, trace.WithSpanKind(trace.SpanKindServer),
@@ -149,7 +161,7 @@ func (c *call) decideCall(ctx context.Context, tc *toolCall) (*enforce.Verdict, 
 		// The call waits for a person; approved, it runs under a decision of its own.
 		span.SetAttributes(attribute.String("lush.status", "approval_required"))
 		var refusal any
-		if v, refusal = c.awaitApproval(ctx, e, in, v, tc.p["arguments"], opts...); refusal != nil {
+		if v, refusal = c.awaitApproval(ctx, tc, in, v, opts...); refusal != nil {
 			return nil, refusal
 		}
 	}

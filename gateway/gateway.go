@@ -12,7 +12,9 @@ package gateway
 import (
 	"cmp"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -100,6 +102,7 @@ type Gateway struct {
 	approvals *approval.Waiter   // where calls wait for approvals; nil without Options.Approvals
 	workspace string             // the project directory, absolute: where built-in tools work
 	argLimits jsonlimit.Limits   // bound the arguments of tools/call (Config.ArgumentLimits)
+	stateKey  []byte             // signs in-band approvals' requestState (inband.go); derived from the session key
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -151,7 +154,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), tracing: !isNoop, catalogs: map[string]*catalog{},
-		argLimits: cfg.ArgumentLimits(), exchanges: newExchanges(key)}
+		argLimits: cfg.ArgumentLimits(), stateKey: deriveKey(key, "lush/in-band-approval-state/v1"), exchanges: newExchanges(key)}
 	workspace := opts.ProjectDir
 	if workspace != "" {
 		if workspace, err = filepath.Abs(workspace); err != nil {
@@ -237,6 +240,14 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		}
 	}
 	return g, nil
+}
+
+// deriveKey derives a key for one purpose from the session key (HMAC-SHA256 of the purpose), so
+// that what it signs cannot be passed off as a session id, nor the reverse.
+func deriveKey(key []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
 }
 
 // sessionKey reads the key session ids are signed with; replicas must share it. Without a file,

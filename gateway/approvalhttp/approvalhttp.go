@@ -7,13 +7,18 @@
 //	                                           denied, expired, consumed or all)
 //	GET  /approvals/{id}                       one approval, with the call's logged arguments
 //	POST /approvals/{id}                       {"decision": "approve" | "deny", "reason": "…"}
+//	GET  /approvals/{id}/page                  the approval as an HTML page, with Approve and Deny
+//	POST /approvals/{id}/page                  the page's form (decision, reason), same origin only
 //
 // Every request is authenticated and decided with the shared policy (policyhttp): reading needs
 // the approve or audit role (action approval/read), deciding the approve role and not being the
 // principal whose call waits (approval/decide). Each of those decisions is in the decision log,
 // with the approval, the decision and the reason in its arguments, so the log says who approved
-// or denied what, and why. The waiting call (at any gateway replica sharing the store) sees the
-// decision on its next read of the store.
+// or denied what, and why. The page is where an in-band approval request (an elicitation in URL
+// mode, or an input_required result) sends the caller: what the call is and why it needs a
+// person, for anyone who may read approvals, and the decision for those who may decide it. The
+// waiting call (at any gateway replica sharing the store) sees the decision on its next read of
+// the store.
 package approvalhttp
 
 import (
@@ -65,8 +70,9 @@ type Config struct {
 
 // Server serves the API. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	gate *policyhttp.Gate
+	cfg      Config
+	gate     *policyhttp.Gate
+	pageGate *policyhttp.Gate // the same gate, answering refusals as a page
 }
 
 // New checks cfg and returns a server.
@@ -77,7 +83,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
+	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures},
+		pageGate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures, WriteRefusal: writePageRefusal}}, nil
 }
 
 // Handler serves the API under /approvals.
@@ -86,6 +93,8 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("GET /approvals", s.list)
 	mux.HandleFunc("GET /approvals/{id}", s.get)
 	mux.HandleFunc("POST /approvals/{id}", s.decide)
+	mux.HandleFunc("GET /approvals/{id}/page", s.page)
+	mux.HandleFunc("POST /approvals/{id}/page", s.decidePage)
 	mux.HandleFunc("/approvals", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
 		policyhttp.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "GET /approvals lists approvals; POST /approvals/{id} decides one")
@@ -197,51 +206,84 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf(`the body must be JSON {"decision": "approve" or "deny", "reason": "..."}: %v`, err))
 		return
 	}
-	if body.Decision != "approve" && body.Decision != "deny" {
-		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", `decision: "approve" or "deny"`)
+	if msg := body.problem(); msg != "" {
+		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", msg)
 		return
 	}
-	if len(body.Reason) > maxReasonLen {
-		policyhttp.WriteError(w, http.StatusBadRequest, "bad_request", fmt.Sprintf("reason: at most %d bytes", maxReasonLen))
+	res, ok := s.decideOne(w, r, s.gate, id, body, "POST /approvals/{id}")
+	if !ok {
 		return
 	}
+	switch res.status {
+	case http.StatusOK:
+		policyhttp.WriteJSON(w, http.StatusOK, Item{Approval: res.approval, Arguments: s.arguments(r.Context(), res.approval.ID)})
+	case http.StatusConflict:
+		policyhttp.WriteJSON(w, http.StatusConflict, map[string]any{"error": map[string]any{"code": res.code, "message": res.message,
+			"decision_id": res.decisionID}, "approval": res.approval})
+	default:
+		policyhttp.WriteError(w, res.status, res.code, res.message)
+	}
+}
+
+// problem says what is wrong with a decision's body, or "" when nothing is.
+func (d Decision) problem() string {
+	if d.Decision != "approve" && d.Decision != "deny" {
+		return `decision: "approve" or "deny"`
+	}
+	if len(d.Reason) > maxReasonLen {
+		return fmt.Sprintf("reason: at most %d bytes", maxReasonLen)
+	}
+	return ""
+}
+
+// decided is how deciding an approval ended, for the route that asked to answer in its own
+// format: 200 (approval as decided), 404, 409 (approval as it is: no longer pending) or 503.
+type decided struct {
+	status        int
+	code, message string
+	decisionID    string
+	approval      decisionlog.Approval
+}
+
+// decideOne decides approval id as body says, for the caller of r, behind an approval/decide
+// decision logged with route, let in by gate. It reports false when the request was refused and answered (401,
+// 403, 503 from the gate).
+func (s *Server) decideOne(w http.ResponseWriter, r *http.Request, gate *policyhttp.Gate, id string, body Decision, route string) (decided, bool) {
 	// The policy needs whose call it is (nobody decides their own), so the approval is read
 	// before the decision; an unknown id is answered only to those allowed to decide.
 	ap, err := s.cfg.Store.Get(r.Context(), id)
 	found := err == nil
 	if err != nil && !errors.Is(err, decisionlog.ErrNoApproval) {
 		s.cfg.Logger.Error("approvals API: the store cannot be read", "approval", id, "error", err)
-		policyhttp.WriteError(w, http.StatusServiceUnavailable, "store_unavailable", "the approvals store cannot be read; try again")
-		return
+		return decided{status: http.StatusServiceUnavailable, code: "store_unavailable", message: "the approvals store cannot be read; try again"}, true
 	}
-	args := map[string]any{"route": "POST /approvals/{id}", "approval": id, "decision": body.Decision, "reason": body.Reason}
+	args := map[string]any{"route": route, "approval": id, "decision": body.Decision, "reason": body.Reason}
 	if found {
 		args["requester"], args["agent"], args["tool"], args["tool_name"] = ap.Principal, ap.Agent, ap.Tool, ap.ToolName
 	}
-	v, caller := s.gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalDecide, Arguments: args}, "deciding approvals")
+	v, caller := gate.Authorize(w, r, authz.Input{Action: authz.ActionApprovalDecide, Arguments: args}, "deciding approvals")
 	if v == nil {
-		return
+		return decided{}, false
 	}
 	start := time.Now()
 	if !found {
 		v.Complete(decisionlog.StatusOK, time.Since(start), nil, "")
-		policyhttp.WriteError(w, http.StatusNotFound, "not_found", fmt.Sprintf("no approval %q (GET /approvals lists the pending ones)", id))
-		return
+		return decided{status: http.StatusNotFound, code: "not_found", message: fmt.Sprintf("no approval %q (GET /approvals lists the pending ones)", id)}, true
 	}
 	ap, err = s.cfg.Store.Decide(r.Context(), id, body.Decision == "approve", caller.ID, body.Reason, v.ID)
 	var np *decisionlog.NotPendingError
 	switch {
 	case errors.As(err, &np):
 		v.Complete(decisionlog.StatusError, time.Since(start), nil, np.Error())
-		policyhttp.WriteJSON(w, http.StatusConflict, map[string]any{"error": map[string]any{"code": "not_pending", "message": np.Error(),
-			"decision_id": v.ID}, "approval": np.Approval})
-		return
+		return decided{status: http.StatusConflict, code: "not_pending", message: np.Error(), decisionID: v.ID, approval: np.Approval}, true
 	case err != nil:
-		s.failed(w, v, start, err)
-		return
+		s.cfg.Logger.Error("approvals API: the store failed", "decision_id", v.ID, "error", err)
+		v.Complete(decisionlog.StatusError, time.Since(start), nil, err.Error())
+		return decided{status: http.StatusServiceUnavailable, code: "store_unavailable",
+			message: fmt.Sprintf("the approvals store cannot be used (decision %s; the server's log has the cause); try again", v.ID)}, true
 	}
 	v.Complete(decisionlog.StatusOK, time.Since(start), nil, "")
-	policyhttp.WriteJSON(w, http.StatusOK, Item{Approval: ap, Arguments: s.arguments(r.Context(), ap.ID)})
+	return decided{status: http.StatusOK, decisionID: v.ID, approval: ap}, true
 }
 
 // arguments returns the call's arguments as its approval_required decision was logged (masked),
