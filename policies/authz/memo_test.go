@@ -78,6 +78,9 @@ func TestCacheMatchesUncached(t *testing.T) {
 			pool := make([]authz.Input, 200)
 			for i := range pool {
 				pool[i] = authz.RandomInput(r)
+				if i%8 == 0 { // the extra policies ask for approval of writes in prod
+					pool[i].Environment = "prod"
+				}
 			}
 			n := 3000
 			if testing.Short() {
