@@ -169,6 +169,9 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 	if r.stateless && rpcErr == nil {
 		result = statelessResult(result)
 	}
+	if r.stateless && rpcErr != nil {
+		rpcErr = statelessError(rpcErr)
+	}
 	body, merr := response(id, result, rpcErr)
 	if merr != nil {
 		log.Error("encode mcp response", "error", merr)
