@@ -70,7 +70,9 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 	if err := cl.Start(ctx); err != nil {
 		return nil, fmt.Errorf("connect to the gateway at %s: %w", url, err)
 	}
-	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
+	// A session: the tool calls below are raw requests, which would not carry the per-request
+	// _meta a 2026-07-28 (stateless) request needs.
+	if _, err := cl.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_LEGACY_PROTOCOL_VERSION,
 		ClientInfo: mcp.Implementation{Name: "lush-agentd/" + agent, Version: s.opts.Version}}}); err != nil {
 		return nil, fmt.Errorf("connect to the gateway at %s: %w", url, err)
 	}

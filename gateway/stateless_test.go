@@ -2,14 +2,20 @@ package gateway_test
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/mcphttp"
@@ -172,4 +178,34 @@ func sseLines(body io.ReadCloser) []sseLine {
 		}
 	}
 	return out
+}
+
+// mcp-go's client at 2026-07-28 talks to the gateway statelessly: it discovers the endpoint
+// (no session), lists tools and calls one, and a tool's error
+// comes back as a result.
+func TestMCPGoStatelessClient(t *testing.T) {
+	h := start(t, gateway.Config{})
+	c, err := client.NewStreamableHttpClient(h.srv.URL+"/agents/assistant/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": aliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
+		ClientInfo: mcp.Implementation{Name: "gateway-test", Version: "1"}}})
+	if err != nil || res.ProtocolVersion != "2026-07-28" || res.Capabilities.Tools == nil {
+		t.Fatalf("discover: %+v %v", res, err)
+	}
+	if names := toolNames(t, c); !slices.Contains(names, "tests__echo") {
+		t.Fatalf("tools %v", names)
+	}
+	if got := text(callTool(t, c, "tests__echo", map[string]any{"text": "stateless"})); !strings.Contains(got, "stateless") {
+		t.Errorf("echo: %q", got)
+	}
+	if res := callTool(t, c, "tests__fail", map[string]any{}); !res.IsError {
+		t.Errorf("a failing tool: %+v", res)
+	}
 }
