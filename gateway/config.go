@@ -72,15 +72,15 @@ type SessionsConfig struct {
 	MaxStreamsPerSession int           `yaml:"max_streams_per_session"` // GET streams of one session; default 4
 	MaxTerminated        int           `yaml:"max_terminated"`          // DELETEd sessions remembered until they expire; default 100,000
 	// StreamAfter: a tools/call of a 2025-11-25 session still running after this long is
-	// answered on a resumable SSE stream; default 2s. PollAfter: such a stream still open after
-	// this long is ended, the call goes on and the client resumes it (GET, Last-Event-ID) on the
-	// same replica; default 0, never.
+	// answered on a primed SSE stream (event ids, a retry hint); default 50ms. PollAfter: primed
+	// streams are resumable, and one still open after this long is ended, the call goes on and
+	// the client resumes it (GET, Last-Event-ID) on the same replica; default 0, never.
 	StreamAfter time.Duration `yaml:"stream_after"`
 	PollAfter   time.Duration `yaml:"poll_after"`
 }
 
 // DefaultStreamAfter is sessions.stream_after's default.
-const DefaultStreamAfter = 2 * time.Second
+const DefaultStreamAfter = 50 * time.Millisecond
 
 // MaxDecisionTimeout is the longest limits.decision_timeout: a call waits for its decision.
 const MaxDecisionTimeout = time.Minute

@@ -1,6 +1,7 @@
 package gateway_test
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -285,7 +286,20 @@ func (h *harness) post(agent, body string, hdr map[string]string) (*http.Respons
 	resp := h.send(agent, strings.NewReader(body), hdr)
 	defer resp.Body.Close()
 	var out map[string]any
-	json.NewDecoder(resp.Body).Decode(&out)
+	if resp.Header.Get("Content-Type") != "text/event-stream" {
+		json.NewDecoder(resp.Body).Decode(&out)
+		return resp, out
+	}
+	// A long call is answered on an SSE stream (sessions.stream_after): its answer is the
+	// stream's response, the last event that has an id and no method.
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 8<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok && json.Unmarshal([]byte(data), &m) == nil && m["id"] != nil && m["method"] == nil {
+			out = m
+		}
+	}
 	return resp, out
 }
 

@@ -1,12 +1,21 @@
 package gateway_test
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/mark3labs/mcp-go/client"
+	"github.com/mark3labs/mcp-go/client/transport"
+	"github.com/mark3labs/mcp-go/mcp"
 
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/mcphttp"
@@ -101,5 +110,102 @@ input_schema:
 	resp, out = h.post("assistant", `{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{`+statelessMeta+`}}`, map[string]string{"MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "tools/list"})
 	if resp.StatusCode != http.StatusUnauthorized {
 		t.Errorf("a stateless request without credentials: %s %v", resp.Status, out)
+	}
+}
+
+// sessions.stream_after and poll_after reach the transport: a long call of a 2025-11-25 session
+// is answered on a primed, resumable stream, and its result reaches the client, on the stream or
+// (when the gateway ended the stream first) on the GET that resumes it.
+func TestResumableCallStream(t *testing.T) {
+	url, _ := mcpserver.StartRecordedHTTP(t.Cleanup)
+	h := &harness{t: t, url: url}
+	h.dir = project(t, url, "")
+	h.serve(gateway.Config{Sessions: gateway.SessionsConfig{StreamAfter: time.Millisecond, PollAfter: time.Millisecond}})
+	resp, _ := h.post("assistant", `{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}`, map[string]string{"X-API-Key": aliceKey})
+	sid := resp.Header.Get("Mcp-Session-Id")
+	hdr := map[string]string{"X-API-Key": aliceKey, "Mcp-Session-Id": sid, "MCP-Protocol-Version": "2025-11-25"}
+	stream := h.send("assistant", strings.NewReader(`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"tests__sleep","arguments":{"ms":300}}}`), hdr)
+	if ct := stream.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("a long call is answered %s %q", stream.Status, ct)
+	}
+	events := sseLines(stream.Body)
+	if len(events) == 0 || events[0].data != "" || events[0].id == "" || events[0].retry == "" {
+		t.Fatalf("the stream does not start with a priming event: %+v", events)
+	}
+	last := events[len(events)-1]
+	if !strings.Contains(last.data, `"id":2`) {
+		req, _ := http.NewRequest(http.MethodGet, h.srv.URL+"/agents/assistant/mcp", nil)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		req.Header.Set("Last-Event-ID", last.id)
+		resumed, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		more := sseLines(resumed.Body)
+		if len(more) == 0 {
+			t.Fatalf("the resumption of %s carried nothing: %s", last.id, resumed.Status)
+		}
+		last = more[len(more)-1]
+	}
+	if !strings.Contains(last.data, `"id":2`) || !strings.Contains(last.data, `"result"`) {
+		t.Errorf("the call's result did not reach the client: %+v", last)
+	}
+}
+
+type sseLine struct{ id, retry, data string }
+
+// sseLines reads a stream's events until it ends.
+func sseLines(body io.ReadCloser) []sseLine {
+	defer body.Close()
+	var out []sseLine
+	var e sseLine
+	seen := false
+	sc := bufio.NewScanner(body)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "" && seen:
+			out, e, seen = append(out, e), sseLine{}, false
+		case strings.HasPrefix(line, "id: "):
+			e.id, seen = strings.TrimPrefix(line, "id: "), true
+		case strings.HasPrefix(line, "retry: "):
+			e.retry, seen = strings.TrimPrefix(line, "retry: "), true
+		case strings.HasPrefix(line, "data: "):
+			e.data, seen = strings.TrimPrefix(line, "data: "), true
+		}
+	}
+	return out
+}
+
+// mcp-go's client at 2026-07-28 talks to the gateway statelessly: it discovers the endpoint
+// (no session), lists tools and calls one, and a tool's error
+// comes back as a result.
+func TestMCPGoStatelessClient(t *testing.T) {
+	h := start(t, gateway.Config{})
+	c, err := client.NewStreamableHttpClient(h.srv.URL+"/agents/assistant/mcp", transport.WithHTTPHeaders(map[string]string{"X-API-Key": aliceKey}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	ctx := context.Background()
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Initialize(ctx, mcp.InitializeRequest{Params: mcp.InitializeParams{ProtocolVersion: mcp.LATEST_PROTOCOL_VERSION,
+		ClientInfo: mcp.Implementation{Name: "gateway-test", Version: "1"}}})
+	if err != nil || res.ProtocolVersion != "2026-07-28" || res.Capabilities.Tools == nil {
+		t.Fatalf("discover: %+v %v", res, err)
+	}
+	if names := toolNames(t, c); !slices.Contains(names, "tests__echo") {
+		t.Fatalf("tools %v", names)
+	}
+	if got := text(callTool(t, c, "tests__echo", map[string]any{"text": "stateless"})); !strings.Contains(got, "stateless") {
+		t.Errorf("echo: %q", got)
+	}
+	if res := callTool(t, c, "tests__fail", map[string]any{}); !res.IsError {
+		t.Errorf("a failing tool: %+v", res)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -173,13 +174,15 @@ func TestServerEndsStreamAndClientResumes(t *testing.T) {
 	}
 }
 
-// Without PollAfter the primed stream carries the call to its end; a client that drops a primed
-// stream does not cancel the call (it holds an event id and resumes), while one that drops before
-// priming does; a quick call, an older session and a client that takes only JSON get JSON.
+// Without PollAfter the primed stream carries the call to its end and nothing is kept for a
+// resumption; with it, a client that drops a primed stream does not cancel the call (it holds an
+// event id and resumes), while one that drops before priming does; a quick call, an older session
+// and a client that takes only JSON get JSON.
 func TestPrimedStreams(t *testing.T) {
 	t.Run("the response on the primed stream", func(t *testing.T) {
 		h, c := resumeServer(t, Config{StreamAfter: time.Nanosecond})
-		events := readEvents(c.do(http.MethodPost, "", c.session("2025-11-25"), slowCall).Body)
+		sid := c.session("2025-11-25")
+		events := readEvents(c.do(http.MethodPost, "", sid, slowCall).Body)
 		if prime, _ := nextEvent(t, events); prime.data != "" || prime.id == "" {
 			t.Fatalf("first event %+v", prime)
 		}
@@ -195,9 +198,12 @@ func TestPrimedStreams(t *testing.T) {
 		if !strings.Contains(last.data, `"result"`) {
 			t.Errorf("the stream ends with %+v, want the response", last)
 		}
+		if resp := c.resume(sid, last.id); resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("a stream primed without PollAfter can be resumed: %s", resp.Status)
+		}
 	})
 	t.Run("dropped after priming: the call goes on", func(t *testing.T) {
-		h, c := resumeServer(t, Config{StreamAfter: time.Nanosecond})
+		h, c := resumeServer(t, Config{StreamAfter: time.Nanosecond, PollAfter: time.Hour})
 		sid := c.session("2025-11-25")
 		resp := c.do(http.MethodPost, "", sid, slowCall)
 		events := readEvents(resp.Body)
@@ -286,5 +292,37 @@ func TestReplayBounds(t *testing.T) {
 	p.ttl = 0 // b is done: it expires, and makes room
 	if p.open("s") == nil {
 		t.Error("an expired stream did not make room")
+	}
+	p.ttl = time.Hour // a stream whose response was written on its POST expires sooner
+	d := &replayStream{id: "d", owner: p, changed: make(chan struct{}), done: true, ended: time.Now().Add(-deliveredTTL)}
+	if d.expired(time.Now(), p.ttl) {
+		t.Error("a stream expired before its TTL")
+	}
+	if d.deliver(); !d.expired(time.Now(), p.ttl) {
+		t.Error("a delivered stream is kept past deliveredTTL")
+	}
+
+	// An event larger than a stream may keep is not kept, and the stream cannot be resumed;
+	// the events of all streams stay within the server's budget.
+	q := &replays{max: 1000, ttl: time.Hour}
+	big := q.open("s")
+	big.add(make([]byte, maxReplayBytes+1), true)
+	if _, _, ok := q.find("s", big.eventID(0)); ok || q.size.Load() != 0 {
+		t.Errorf("a stream whose response was too large can be resumed (kept %d bytes)", q.size.Load())
+	}
+	for range maxReplayTotal/maxReplayBytes + 4 {
+		q.open("s").add(make([]byte, maxReplayBytes), false)
+	}
+	if n := q.size.Load(); n > maxReplayTotal {
+		t.Errorf("the streams keep %d bytes, over the budget of %d", n, maxReplayTotal)
+	}
+	q.mu.Lock()
+	all := maps.Values(q.streams)
+	q.mu.Unlock()
+	for rs := range all {
+		q.drop(rs)
+	}
+	if n := q.size.Load(); n != 0 {
+		t.Errorf("%d bytes kept once every stream was dropped", n)
 	}
 }

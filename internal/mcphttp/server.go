@@ -125,10 +125,11 @@ type Config struct {
 	// this server, so that the handler lets go of what it keeps for the session.
 	SessionEnded func(id string)
 	// StreamAfter answers a tools/call of a 2025-11-25 session that the client lets stream and
-	// that is still running after this long on a resumable SSE stream (resume.go); 0 never does.
+	// that is still running after this long on a primed SSE stream (resume.go); 0 never does.
 	StreamAfter time.Duration
-	// PollAfter ends a resumable stream still open after this long; the request goes on and the
-	// client resumes with GET and Last-Event-ID. 0 never ends one early.
+	// PollAfter makes primed streams resumable and ends one still open after this long; the
+	// request goes on and the client resumes with GET and Last-Event-ID. 0: a primed stream ends
+	// with its response, or with its client, which cancels the request.
 	PollAfter time.Duration
 	// RetryAfter is the time a client waits before it resumes a stream (the priming event's
 	// retry field). Default 1s.
@@ -369,7 +370,8 @@ func inflightKey(sess *Session, id json.RawMessage) string {
 // serve runs a request and writes its response: as JSON, or as an SSE stream once the handler
 // sends a notification (when the client accepts streams).
 func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, stream bool) {
-	if s.resumable(req, stream) {
+	primable := s.primable(req, stream)
+	if primable && s.cfg.PollAfter > 0 {
 		s.serveResumable(w, r, req)
 		return
 	}
@@ -383,6 +385,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request, req *Request, str
 
 	out := &responseStream{w: w, stream: stream, stateless: req.stateless}
 	req.notify = out.notify
+	if primable {
+		t := time.AfterFunc(s.cfg.StreamAfter, func() { out.prime(nil, s.cfg.RetryAfter) })
+		defer t.Stop()
+	}
 	if stream && req.Session != nil && !stateless(req.Protocol) {
 		req.ask = s.asker(ctx, req.Session.ID, req.Session.Principal, out.send)
 	}

@@ -373,3 +373,16 @@ func checkInputRequests(req *Request, result any) (any, error) {
 		Message: fmt.Sprintf("the request needs client capabilities it did not declare in params._meta[%q]: %s", MetaClientCapabilities, strings.Join(names, ", ")),
 		Data:    map[string]any{"requiredCapabilities": missing}}
 }
+
+// codeResourceNotFound is the session era's resource-not-found code, which 2026-07-28 replaced
+// with -32602 and forbids emitting.
+const codeResourceNotFound = -32002
+
+// statelessError is an error as a stateless request is answered with: the codes 2026-07-28
+// retired are replaced by their successors.
+func statelessError(e *Error) *Error {
+	if e.Code != codeResourceNotFound {
+		return e
+	}
+	return &Error{Code: CodeInvalidParams, Message: e.Message, Data: e.Data}
+}

@@ -28,6 +28,8 @@ func (h *recordHandler) Serve(_ context.Context, r *Request) (any, error) {
 	switch r.Method {
 	case "fail":
 		return nil, Errorf(CodeInvalidParams, "bad params")
+	case "no-resource":
+		return nil, &Error{Code: codeResourceNotFound, Message: "resource not found", Data: map[string]any{"uri": "file:///x"}}
 	case "missing":
 		return nil, Errorf(CodeMethodNotFound, "no such method")
 	case "needs-sampling":
@@ -169,6 +171,7 @@ func TestStatelessRequests(t *testing.T) {
 		{"removed: resources/subscribe", std("resources/subscribe"), req("resources/subscribe", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, ""},
 		{"unknown method: 404", std("missing"), req("missing", map[string]any{"_meta": meta(v)}), 404, CodeMethodNotFound, ""},
 		{"a handler's invalid params: 200", std("fail"), req("fail", map[string]any{"_meta": meta(v)}), 200, CodeInvalidParams, ""},
+		{"resource not found: -32602", std("no-resource"), req("no-resource", map[string]any{"_meta": meta(v)}), 200, CodeInvalidParams, "file:///x"},
 		{"a missing capability: 400", std("needs-sampling"), req("needs-sampling", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, ""},
 		{"input requests the client can answer", std("input"), req("input", map[string]any{"_meta": map[string]any{MetaProtocolVersion: v, MetaClientCapabilities: map[string]any{"sampling": map[string]any{}, "elicitation": map[string]any{}}}}), 200, 0, "input_required"},
 		{"input requests the client cannot answer", std("input"), req("input", map[string]any{"_meta": meta(v)}), 400, CodeMissingClientCapability, `"requiredCapabilities":{"elicitation":{}}`},

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 )
@@ -84,39 +85,51 @@ type responseStream struct {
 	stateless bool // the request is of MCP 2026-07-28 (stateless.go)
 	sse       *sseWriter
 	done      bool
-	replay    *replayStream // set once primed: its events have ids and are kept (resume.go)
+	primed    string        // the stream's id once primed: its events have ids (resume.go)
+	seq       int           // the last event's number, when primed without a replay record
+	replay    *replayStream // where a primed stream's events are kept, when they are
 	detached  bool          // the POST has ended: messages go to replay only
 }
 
 // write writes a message on the SSE stream, with an id once primed. The caller holds r.mu.
 func (r *responseStream) write(msg []byte, final bool) error {
-	if r.replay == nil {
+	if r.primed == "" {
 		if r.detached {
 			return errFinished
 		}
 		return r.sse.event("message", msg)
 	}
-	id := r.replay.add(msg, final)
+	var id string
+	if r.replay != nil {
+		id = r.replay.add(msg, final)
+	} else {
+		r.seq++
+		id = r.primed + "_" + strconv.Itoa(r.seq)
+	}
 	if r.detached {
 		return nil
 	}
 	return r.sse.eventID(id, "message", msg)
 }
 
-// prime turns the response into a resumable stream recorded in rs; it reports whether it did
-// (not when rs is nil, or the response is already written).
+// prime turns the response into a primed SSE stream (SEP-1699): its events get ids, and are
+// recorded in rs when it is not nil. It reports whether it did (not once the response is written).
 func (r *responseStream) prime(rs *replayStream, retry time.Duration) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rs == nil || r.done || r.detached {
+	if r.done || r.detached || r.primed != "" {
 		return false
 	}
 	if r.sse == nil {
 		r.sse, _ = newSSEWriter(r.w)
 		r.sse.start(http.StatusOK)
 	}
-	r.replay = rs
-	r.sse.prime(rs.eventID(0), retry)
+	if rs != nil {
+		r.replay, r.primed = rs, rs.id
+	} else {
+		r.primed = nonce()
+	}
+	r.sse.prime(r.primed+"_0", retry)
 	return true
 }
 
@@ -160,7 +173,9 @@ func (r *responseStream) send(msg []byte) error {
 	return r.write(msg, false)
 }
 
-func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logger) {
+// finish writes the response. It returns the stream's replay record when the response was
+// written on the POST's stream, which the client then has in full; nil otherwise.
+func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logger) *replayStream {
 	var rpcErr *Error
 	if err != nil && !errors.As(err, &rpcErr) {
 		log.Error("mcp handler failed", "error", err)
@@ -168,6 +183,9 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 	}
 	if r.stateless && rpcErr == nil {
 		result = statelessResult(result)
+	}
+	if r.stateless && rpcErr != nil {
+		rpcErr = statelessError(rpcErr)
 	}
 	body, merr := response(id, result, rpcErr)
 	if merr != nil {
@@ -184,11 +202,15 @@ func (r *responseStream) finish(id []byte, result any, err error, log *slog.Logg
 	r.done = true
 	if r.sse != nil || r.detached {
 		r.write(body, true)
-		return
+		if !r.detached {
+			return r.replay
+		}
+		return nil
 	}
 	r.w.Header().Set("Content-Type", "application/json")
 	r.w.WriteHeader(status)
 	r.w.Write(body)
+	return nil
 }
 
 // hub routes server messages to the open streams of sessions on this replica. It holds at most
