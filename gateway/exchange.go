@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
@@ -48,10 +47,10 @@ var errNoExchange = mcphttp.Errorf(mcphttp.CodeInvalidParams, "requestState is n
 
 // exchanges holds a replica's exchanges.
 type exchanges struct {
-	key []byte // signs requestState
-	ttl time.Duration
-	max int
-	now func() time.Time
+	states stateSigner // signs requestState
+	ttl    time.Duration
+	max    int
+	now    func() time.Time
 
 	ctx  context.Context // ends with Close
 	stop context.CancelFunc
@@ -62,10 +61,8 @@ type exchanges struct {
 }
 
 func newExchanges(sessionKey []byte) *exchanges {
-	mac := hmac.New(sha256.New, sessionKey)
-	mac.Write([]byte("lush-request-state"))
 	ctx, stop := context.WithCancel(context.Background())
-	return &exchanges{key: mac.Sum(nil), ttl: exchangeTTL, max: maxExchanges, now: time.Now, ctx: ctx, stop: stop, byID: map[string]*exchange{}}
+	return &exchanges{states: newStateSigner(sessionKey, "lush/exchange-state/v1"), ttl: exchangeTTL, max: maxExchanges, now: time.Now, ctx: ctx, stop: stop, byID: map[string]*exchange{}}
 }
 
 // Close ends every exchange (cancelling its upstream call) and waits for their goroutines.
@@ -330,27 +327,12 @@ type requestState struct {
 	Expires   int64  `json:"e"` // unix seconds
 }
 
-func (xs *exchanges) sign(st requestState) string {
-	payload, _ := json.Marshal(st)
-	body := statePrefix + base64.RawURLEncoding.EncodeToString(payload)
-	return body + "." + xs.mac(body)
-}
-
-func (xs *exchanges) mac(body string) string {
-	m := hmac.New(sha256.New, xs.key)
-	m.Write([]byte(body))
-	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
-}
+func (xs *exchanges) sign(st requestState) string { return xs.states.sign(statePrefix, st) }
 
 // verify checks a requestState's signature and expiry.
 func (xs *exchanges) verify(s string) (requestState, bool) {
 	var st requestState
-	dot := strings.LastIndexByte(s, '.')
-	if len(s) > 1024 || dot <= len(statePrefix) || !hmac.Equal([]byte(s[dot+1:]), []byte(xs.mac(s[:dot]))) {
-		return st, false
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(s[len(statePrefix):dot])
-	if err != nil || json.Unmarshal(payload, &st) != nil || xs.now().Unix() >= st.Expires {
+	if xs.states.open(statePrefix, s, &st) != nil || xs.now().Unix() >= st.Expires {
 		return st, false
 	}
 	return st, true

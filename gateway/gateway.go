@@ -82,27 +82,27 @@ type Options struct {
 // Gateway serves the MCP endpoints of the deployed build. Create it with New, give it a build
 // with Deploy, serve Handler, and Close it.
 type Gateway struct {
-	cfg       Config
-	opts      Options
-	log       *slog.Logger
-	metrics   *telemetry.Metrics
-	tracer    trace.Tracer
-	tracing   bool // tracer records spans (it is not the no-op tracer)
-	enforcer  *enforce.Enforcer
-	gate      *policyhttp.Gate // authenticates the callers of the agents' endpoints
-	pool      *upstream.Pool
-	broker    *vault.Broker
-	logins    logins // pending OAuth logins (oauthlogin.go)
-	fpKey     []byte // keys credential fingerprints (vault.Credential.Fingerprint)
-	transport *mcphttp.Server
-	verify    *bundle.VerificationConfig
-	extAuthz  *extauthz.Server   // nil unless ext_authz is configured
-	shell     *shell.Config      // builtin/shell
-	notifier  *approval.Notifier // tells approvers of new approval requests; nil without approvals.notify
-	approvals *approval.Waiter   // where calls wait for approvals; nil without Options.Approvals
-	workspace string             // the project directory, absolute: where built-in tools work
-	argLimits jsonlimit.Limits   // bound the arguments of tools/call (Config.ArgumentLimits)
-	stateKey  []byte             // signs in-band approvals' requestState (inband.go); derived from the session key
+	cfg            Config
+	opts           Options
+	log            *slog.Logger
+	metrics        *telemetry.Metrics
+	tracer         trace.Tracer
+	tracing        bool // tracer records spans (it is not the no-op tracer)
+	enforcer       *enforce.Enforcer
+	gate           *policyhttp.Gate // authenticates the callers of the agents' endpoints
+	pool           *upstream.Pool
+	broker         *vault.Broker
+	logins         logins // pending OAuth logins (oauthlogin.go)
+	fpKey          []byte // keys credential fingerprints (vault.Credential.Fingerprint)
+	transport      *mcphttp.Server
+	verify         *bundle.VerificationConfig
+	extAuthz       *extauthz.Server   // nil unless ext_authz is configured
+	shell          *shell.Config      // builtin/shell
+	notifier       *approval.Notifier // tells approvers of new approval requests; nil without approvals.notify
+	approvals      *approval.Waiter   // where calls wait for approvals; nil without Options.Approvals
+	workspace      string             // the project directory, absolute: where built-in tools work
+	argLimits      jsonlimit.Limits   // bound the arguments of tools/call (Config.ArgumentLimits)
+	approvalStates stateSigner        // signs in-band approvals' requestState (inband.go)
 
 	state    atomic.Pointer[snapshot]
 	catMu    sync.Mutex
@@ -154,7 +154,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{cfg: cfg, opts: opts, log: opts.Logger, metrics: opts.Metrics, tracer: tp.Tracer("lush/gateway"), tracing: !isNoop, catalogs: map[string]*catalog{},
-		argLimits: cfg.ArgumentLimits(), stateKey: deriveKey(key, "lush/in-band-approval-state/v1"), exchanges: newExchanges(key)}
+		argLimits: cfg.ArgumentLimits(), approvalStates: newStateSigner(key, "lush/in-band-approval-state/v1"), exchanges: newExchanges(key)}
 	workspace := opts.ProjectDir
 	if workspace != "" {
 		if workspace, err = filepath.Abs(workspace); err != nil {

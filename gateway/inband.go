@@ -2,9 +2,6 @@ package gateway
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -47,8 +44,6 @@ const (
 	// approvalStatePrefix starts every requestState of an in-band approval; any other
 	// requestState belongs to an upstream, and is not the approval's to read.
 	approvalStatePrefix = "lush-approval.v1."
-	// maxApprovalState bounds a requestState the gateway reads as an approval's.
-	maxApprovalState = 1024
 )
 
 // inbandMode is how a call's client can be asked for an approval where it is.
@@ -107,7 +102,7 @@ func (g *Gateway) approvalElicitation(ap decisionlog.Approval, v *enforce.Verdic
 // inputRequired is the input_required result of a 2026-07-28 call whose approval ap is pending:
 // the approval's elicitation and a requestState bound to the approval, the call and the caller.
 func (c *call) inputRequired(ap decisionlog.Approval, digest string, v *enforce.Verdict) map[string]any {
-	state := c.g.signApprovalState(approvalState{Approval: ap.ID, Digest: digest, Principal: c.caller.ID, Expires: ap.Expires.Unix()})
+	state := c.g.approvalStates.sign(approvalStatePrefix, approvalState{Approval: ap.ID, Digest: digest, Principal: c.caller.ID, Expires: ap.Expires.Unix()})
 	return map[string]any{
 		"resultType": "input_required",
 		"inputRequests": map[string]any{ApprovalInputKey: map[string]any{
@@ -126,21 +121,6 @@ type approvalState struct {
 	Expires   int64  `json:"x"` // unix seconds: the approval's expiry
 }
 
-// signApprovalState encodes st as a requestState: the prefix, base64url(JSON), ".", and
-// base64url(HMAC-SHA256) of what precedes it, keyed with a key derived from the session key
-// (shared by replicas, so a retry may reach any of them).
-func (g *Gateway) signApprovalState(st approvalState) string {
-	payload, _ := json.Marshal(st)
-	signed := approvalStatePrefix + base64.RawURLEncoding.EncodeToString(payload)
-	return signed + "." + base64.RawURLEncoding.EncodeToString(g.stateMAC(signed))
-}
-
-func (g *Gateway) stateMAC(signed string) []byte {
-	m := hmac.New(sha256.New, g.stateKey)
-	m.Write([]byte(signed))
-	return m.Sum(nil)
-}
-
 // isApprovalState reports whether a requestState is an in-band approval's (signed or not).
 func isApprovalState(s string) bool { return strings.HasPrefix(s, approvalStatePrefix) }
 
@@ -148,21 +128,8 @@ func isApprovalState(s string) bool { return strings.HasPrefix(s, approvalStateP
 // principal, at now.
 func (g *Gateway) openApprovalState(s, digest, principal string, now time.Time) (approvalState, error) {
 	var st approvalState
-	if len(s) > maxApprovalState {
-		return st, fmt.Errorf("it is longer than %d bytes", maxApprovalState)
-	}
-	signed, mac, ok := strings.Cut(s[len(approvalStatePrefix):], ".")
-	if !ok {
-		return st, errors.New("it is not one this gateway issued")
-	}
-	signed = approvalStatePrefix + signed
-	got, err := base64.RawURLEncoding.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, g.stateMAC(signed)) {
-		return st, errors.New("its signature does not verify")
-	}
-	payload, err := base64.RawURLEncoding.DecodeString(signed[len(approvalStatePrefix):])
-	if err != nil || json.Unmarshal(payload, &st) != nil {
-		return st, errors.New("it is not one this gateway issued")
+	if err := g.approvalStates.open(approvalStatePrefix, s, &st); err != nil {
+		return st, err
 	}
 	switch {
 	case st.Principal != principal:

@@ -129,7 +129,7 @@ func TestInputRequiredApproval(t *testing.T) {
 		name, cmd, state, key string
 		want                  string
 	}{
-		{"tampered", "touch created", state[:len(state)-3] + "AAA", aliceKey, "signature does not verify"},
+		{"tampered", "touch created", state[:len(state)-3] + "AAA", aliceKey, "altered"},
 		{"another caller", "touch created", state, bobKey, "another caller"},
 		{"another call", "touch other", state, aliceKey, "another call"},
 		{"not ours, cut", "touch created", "lush-approval.v1.xyz", aliceKey, "not one this gateway issued"},
