@@ -1,0 +1,691 @@
+// The conformance fixture: an MCP server on the official v2 TypeScript server SDK
+// (@modelcontextprotocol/server) that implements every tool, prompt and resource the
+// conformance suite's server scenarios expect (@modelcontextprotocol/conformance 0.1.16 and
+// 0.2.0-alpha.12), for every protocol version they test: 2025-03-26 to 2025-11-25 over
+// sessionful streamable HTTP, and 2026-07-28 (stateless, per request) behind the same URL.
+// test/conformance_test.go runs the suites against it directly and through the gateway.
+//
+// Usage: node conformance-server.mjs [port]
+// It listens on 127.0.0.1 (port 0 picks a free one), prints its URL (http://127.0.0.1:PORT/mcp)
+// as the first line of stdout, and exits when stdin closes or on SIGTERM/SIGINT.
+//
+// The SDK is loaded from LUSH_NODE_PREFIX/node_modules (the project-local npm install, see the
+// Makefile's node-tools target), else from ../../.tools/node/node_modules next to this file.
+
+import { createRequire } from 'node:module';
+import { createServer } from 'node:http';
+import { randomBytes, randomUUID } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const prefix = process.env.LUSH_NODE_PREFIX || resolve(here, '../../.tools/node');
+if (!existsSync(join(prefix, 'node_modules', '@modelcontextprotocol', 'server'))) {
+    console.error(`conformance-server: @modelcontextprotocol/server is not installed under ${prefix} (run make node-tools)`);
+    process.exit(2);
+}
+const require = createRequire(join(prefix, 'package.json'));
+const sdk = require('@modelcontextprotocol/server');
+const {
+    McpServer,
+    ResourceTemplate,
+    WebStandardStreamableHTTPServerTransport,
+    createMcpHandler,
+    createRequestStateCodec,
+    fromJsonSchema,
+    inputRequired,
+    isLegacyRequest,
+    hostHeaderValidationResponse,
+    localhostAllowedHostnames,
+    originValidationResponse,
+    localhostAllowedOrigins,
+    ProtocolError
+} = sdk;
+
+const MAX_SESSIONS = 256; // sessionful (2025-era) sessions kept at once
+const MAX_EVENTS = 4096; // SSE events kept for resumption (Last-Event-ID)
+const MAX_BODY = 4 * 1024 * 1024;
+
+// ---- content the scenarios check --------------------------------------------------------------
+
+// A 1x1 PNG (one opaque red pixel) and a WAV of two silent 16-bit samples, made for this fixture.
+const PNG_1x1 = 'iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAIAAACQd1PeAAAADElEQVR4nGP4z8AAAAMBAQDJ/pLvAAAAAElFTkSuQmCC';
+const WAV_SILENCE = 'UklGRigAAABXQVZFZm10IBAAAAABAAEAgD4AAAB9AAACABAAZGF0YQQAAAAAAAAA';
+
+const JSON_SCHEMA_2020_12 = {
+    $schema: 'https://json-schema.org/draft/2020-12/schema',
+    type: 'object',
+    $defs: {
+        address: {
+            $anchor: 'addressDef',
+            type: 'object',
+            properties: { street: { type: 'string' }, city: { type: 'string' } }
+        }
+    },
+    properties: {
+        name: { type: 'string' },
+        address: { $ref: '#/$defs/address' },
+        contactMethod: { type: 'string', enum: ['phone', 'email'] },
+        phone: { type: 'string' },
+        email: { type: 'string' }
+    },
+    allOf: [{ anyOf: [{ required: ['phone'] }, { required: ['email'] }] }],
+    if: { properties: { contactMethod: { const: 'phone' } }, required: ['contactMethod'] },
+    then: { required: ['phone'] },
+    else: { required: ['email'] },
+    additionalProperties: false
+};
+
+const text = (t) => ({ content: [{ type: 'text', text: t }] });
+const noArgs = () => fromJsonSchema({ type: 'object', properties: {} });
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// requestState is HMAC-protected with a key of this process: a tampered state is refused with
+// -32602 before the handler runs (input-required-result-tampered-state).
+const stateCodec = createRequestStateCodec({ key: randomBytes(32), ttlSeconds: 600 });
+
+// The accepted content of an elicitation answer in inputResponses, or undefined.
+function accepted(ctx, key) {
+    const r = ctx.mcpReq.inputResponses?.[key];
+    if (!r || typeof r !== 'object' || r.action !== 'accept' || typeof r.content !== 'object' || r.content === null) {
+        return undefined;
+    }
+    return r.content;
+}
+const response = (ctx, key) => {
+    const r = ctx.mcpReq.inputResponses?.[key];
+    return r && typeof r === 'object' ? r : undefined;
+};
+
+const elicitName = (message) =>
+    inputRequired.elicit({
+        message,
+        requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
+    });
+
+// ---- the server -------------------------------------------------------------------------------
+
+// session is the 2025-era session a legacy instance serves (undefined for 2026-07-28 requests);
+// it holds the transport test_reconnection closes and the resources the client subscribed to.
+function buildServer(session) {
+    const server = new McpServer(
+        { name: 'lush-conformance-fixture', version: '1.0.0' },
+        {
+            capabilities: {
+                tools: { listChanged: true },
+                resources: { subscribe: true, listChanged: true },
+                prompts: { listChanged: true },
+                logging: {},
+                completions: {}
+            },
+            requestState: { verify: (state, ctx) => stateCodec.verify(state, ctx) }
+        }
+    );
+
+    // -- tools: content --
+    server.registerTool('test_simple_text', { description: 'Returns simple text content', inputSchema: noArgs() }, async () =>
+        text('This is a simple text response for testing.')
+    );
+    server.registerTool('test_image_content', { description: 'Returns image content', inputSchema: noArgs() }, async () => ({
+        content: [{ type: 'image', data: PNG_1x1, mimeType: 'image/png' }]
+    }));
+    server.registerTool('test_audio_content', { description: 'Returns audio content', inputSchema: noArgs() }, async () => ({
+        content: [{ type: 'audio', data: WAV_SILENCE, mimeType: 'audio/wav' }]
+    }));
+    server.registerTool('test_embedded_resource', { description: 'Returns an embedded resource', inputSchema: noArgs() }, async () => ({
+        content: [
+            {
+                type: 'resource',
+                resource: { uri: 'test://embedded-resource', mimeType: 'text/plain', text: 'This is an embedded resource content.' }
+            }
+        ]
+    }));
+    server.registerTool(
+        'test_multiple_content_types',
+        { description: 'Returns text, image and resource content', inputSchema: noArgs() },
+        async () => ({
+            content: [
+                { type: 'text', text: 'Multiple content types test:' },
+                { type: 'image', data: PNG_1x1, mimeType: 'image/png' },
+                {
+                    type: 'resource',
+                    resource: {
+                        uri: 'test://mixed-content-resource',
+                        mimeType: 'application/json',
+                        text: JSON.stringify({ test: 'data', value: 123 })
+                    }
+                }
+            ]
+        })
+    );
+    server.registerTool('test_error_handling', { description: 'Always fails', inputSchema: noArgs() }, async () => {
+        throw new Error('This tool intentionally returns an error for testing');
+    });
+    server.registerTool(
+        'json_schema_2020_12_tool',
+        { description: 'Tool with JSON Schema 2020-12 features', inputSchema: fromJsonSchema(JSON_SCHEMA_2020_12) },
+        async () => text('ok')
+    );
+
+    // -- tools: notifications during a call --
+    server.registerTool('test_tool_with_logging', { description: 'Logs three messages while it runs', inputSchema: noArgs() }, async (_args, ctx) => {
+        for (const [i, msg] of ['Tool execution started', 'Tool processing data', 'Tool execution completed'].entries()) {
+            if (i > 0) await sleep(50);
+            await ctx.mcpReq.log('info', msg);
+        }
+        return text('Tool with logging executed successfully');
+    });
+    server.registerTool('test_tool_with_progress', { description: 'Reports progress 0, 50, 100 of 100', inputSchema: noArgs() }, async (_args, ctx) => {
+        const token = ctx.mcpReq._meta?.progressToken;
+        for (const [i, progress] of [0, 50, 100].entries()) {
+            if (i > 0) await sleep(50);
+            if (token !== undefined) {
+                await ctx.mcpReq.notify({
+                    method: 'notifications/progress',
+                    params: { progressToken: token, progress, total: 100, message: `Completed step ${progress} of 100` }
+                });
+            }
+        }
+        return text(String(token ?? 'no progress token'));
+    });
+    server.registerTool('test_reconnection', { description: 'Closes its SSE stream mid-call; the result follows on the resumed stream', inputSchema: noArgs() }, async (_args, ctx) => {
+        ctx.http?.closeSSE?.();
+        await sleep(100);
+        return text('Reconnection test completed successfully.');
+    });
+
+    // -- tools: requests to the client (real server-to-client requests on 2025-era sessions,
+    //    input_required results on 2026-07-28; the SDK bridges one to the other) --
+    server.registerTool(
+        'test_sampling',
+        {
+            description: 'Asks the client to sample an LLM',
+            inputSchema: fromJsonSchema({ type: 'object', properties: { prompt: { type: 'string' } }, required: ['prompt'] })
+        },
+        async ({ prompt }, ctx) => {
+            const r = response(ctx, 'sample');
+            if (!r) {
+                return inputRequired({
+                    inputRequests: {
+                        sample: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 100 })
+                    }
+                });
+            }
+            const content = Array.isArray(r.content) ? r.content[0] : r.content;
+            return text(`LLM response: ${content?.text ?? 'No response'}`);
+        }
+    );
+    server.registerTool(
+        'test_elicitation',
+        {
+            description: 'Asks the user for a username and email',
+            inputSchema: fromJsonSchema({ type: 'object', properties: { message: { type: 'string' } }, required: ['message'] })
+        },
+        async ({ message }, ctx) => {
+            const r = response(ctx, 'user');
+            if (!r) {
+                return inputRequired({
+                    inputRequests: {
+                        user: inputRequired.elicit({
+                            message,
+                            requestedSchema: {
+                                type: 'object',
+                                properties: {
+                                    username: { type: 'string', description: "User's response" },
+                                    email: { type: 'string', description: "User's email address" }
+                                },
+                                required: ['username', 'email']
+                            }
+                        })
+                    }
+                });
+            }
+            return text(`User response: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`);
+        }
+    );
+    server.registerTool('test_elicitation_sep1034_defaults', { description: 'Elicitation with defaults (SEP-1034)', inputSchema: noArgs() }, async (_args, ctx) => {
+        const r = response(ctx, 'form');
+        if (!r) {
+            return inputRequired({
+                inputRequests: {
+                    form: inputRequired.elicit({
+                        message: 'Please review and update the form fields with defaults',
+                        requestedSchema: {
+                            type: 'object',
+                            properties: {
+                                name: { type: 'string', description: 'User name', default: 'John Doe' },
+                                age: { type: 'integer', description: 'User age', default: 30 },
+                                score: { type: 'number', description: 'User score', default: 95.5 },
+                                status: { type: 'string', description: 'User status', enum: ['active', 'inactive', 'pending'], default: 'active' },
+                                verified: { type: 'boolean', description: 'Verification status', default: true }
+                            },
+                            required: []
+                        }
+                    })
+                }
+            });
+        }
+        return text(`Elicitation completed: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`);
+    });
+    server.registerTool('test_elicitation_sep1330_enums', { description: 'Elicitation with every enum form (SEP-1330)', inputSchema: noArgs() }, async (_args, ctx) => {
+        const r = response(ctx, 'form');
+        if (!r) {
+            return inputRequired({
+                inputRequests: {
+                    form: inputRequired.elicit({
+                        message: 'Please select options from the enum fields',
+                        requestedSchema: {
+                            type: 'object',
+                            properties: {
+                                untitledSingle: { type: 'string', description: 'Select one option', enum: ['option1', 'option2', 'option3'] },
+                                titledSingle: {
+                                    type: 'string',
+                                    description: 'Select one option with titles',
+                                    oneOf: [
+                                        { const: 'value1', title: 'First Option' },
+                                        { const: 'value2', title: 'Second Option' },
+                                        { const: 'value3', title: 'Third Option' }
+                                    ]
+                                },
+                                legacyEnum: {
+                                    type: 'string',
+                                    description: 'Select one option (legacy)',
+                                    enum: ['opt1', 'opt2', 'opt3'],
+                                    enumNames: ['Option One', 'Option Two', 'Option Three']
+                                },
+                                untitledMulti: {
+                                    type: 'array',
+                                    description: 'Select multiple options',
+                                    minItems: 1,
+                                    maxItems: 3,
+                                    items: { type: 'string', enum: ['option1', 'option2', 'option3'] }
+                                },
+                                titledMulti: {
+                                    type: 'array',
+                                    description: 'Select multiple options with titles',
+                                    minItems: 1,
+                                    maxItems: 3,
+                                    items: {
+                                        anyOf: [
+                                            { const: 'value1', title: 'First Choice' },
+                                            { const: 'value2', title: 'Second Choice' },
+                                            { const: 'value3', title: 'Third Choice' }
+                                        ]
+                                    }
+                                }
+                            },
+                            required: []
+                        }
+                    })
+                }
+            });
+        }
+        return text(`Elicitation completed: action=${r.action}, content=${JSON.stringify(r.content ?? {})}`);
+    });
+
+    // -- tools: multi round trip (SEP-2322) --
+    server.registerTool('test_input_required_result_elicitation', { description: 'Asks for a name, then greets', inputSchema: noArgs() }, async (_args, ctx) => {
+        const name = accepted(ctx, 'user_name')?.name;
+        if (typeof name !== 'string') {
+            return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+        }
+        return text(`Hello, ${name}!`);
+    });
+    server.registerTool('test_input_required_result_sampling', { description: 'Asks the client to sample, then answers', inputSchema: noArgs() }, async (_args, ctx) => {
+        const r = response(ctx, 'capital_question');
+        if (!r) {
+            return inputRequired({
+                inputRequests: {
+                    capital_question: inputRequired.createMessage({
+                        messages: [{ role: 'user', content: { type: 'text', text: 'What is the capital of France?' } }],
+                        maxTokens: 100
+                    })
+                }
+            });
+        }
+        const content = Array.isArray(r.content) ? r.content[0] : r.content;
+        return text(`Sampling response: ${content?.text ?? ''}`);
+    });
+    server.registerTool('test_input_required_result_list_roots', { description: 'Asks for the roots, then lists them', inputSchema: noArgs() }, async (_args, ctx) => {
+        const r = response(ctx, 'client_roots');
+        if (!r || !Array.isArray(r.roots)) {
+            return inputRequired({ inputRequests: { client_roots: inputRequired.listRoots() } });
+        }
+        return text(`Roots: ${r.roots.map((root) => root.uri).join(', ')}`);
+    });
+    server.registerTool('test_input_required_result_request_state', { description: 'Round-trips requestState', inputSchema: noArgs() }, async (_args, ctx) => {
+        const state = ctx.mcpReq.requestState();
+        if (state?.step !== 'confirm' || !response(ctx, 'confirm')) {
+            return inputRequired({
+                inputRequests: {
+                    confirm: inputRequired.elicit({
+                        message: 'Please confirm',
+                        requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
+                    })
+                },
+                requestState: await stateCodec.mint({ step: 'confirm' }, ctx)
+            });
+        }
+        return text('state-ok: the request state came back intact');
+    });
+    server.registerTool('test_input_required_result_multiple_inputs', { description: 'Asks for three inputs at once', inputSchema: noArgs() }, async (_args, ctx) => {
+        const state = ctx.mcpReq.requestState();
+        const keys = ['user_name', 'greeting', 'client_roots'];
+        if (state?.step !== 'all' || !keys.every((k) => response(ctx, k))) {
+            return inputRequired({
+                inputRequests: {
+                    user_name: elicitName('What is your name?'),
+                    greeting: inputRequired.createMessage({
+                        messages: [{ role: 'user', content: { type: 'text', text: 'Generate a greeting' } }],
+                        maxTokens: 50
+                    }),
+                    client_roots: inputRequired.listRoots()
+                },
+                requestState: await stateCodec.mint({ step: 'all' }, ctx)
+            });
+        }
+        return text(`Got all inputs: ${keys.join(', ')}`);
+    });
+    server.registerTool('test_input_required_result_multi_round', { description: 'Asks two questions in two rounds', inputSchema: noArgs() }, async (_args, ctx) => {
+        const state = ctx.mcpReq.requestState();
+        if (state?.round === 2) {
+            const color = accepted(ctx, 'step2')?.color;
+            if (typeof color === 'string') return text(`Hello ${state.name}, your favorite color is ${color}.`);
+        }
+        const name = state?.round === 1 ? accepted(ctx, 'step1')?.name : undefined;
+        if (typeof name === 'string' || state?.round === 2) {
+            return inputRequired({
+                inputRequests: {
+                    step2: inputRequired.elicit({
+                        message: 'Step 2: What is your favorite color?',
+                        requestedSchema: { type: 'object', properties: { color: { type: 'string' } }, required: ['color'] }
+                    })
+                },
+                requestState: await stateCodec.mint({ round: 2, name: name ?? state.name }, ctx)
+            });
+        }
+        return inputRequired({
+            inputRequests: { step1: elicitName('Step 1: What is your name?') },
+            requestState: await stateCodec.mint({ round: 1 }, ctx)
+        });
+    });
+    server.registerTool('test_input_required_result_tampered_state', { description: 'Refuses a tampered requestState', inputSchema: noArgs() }, async (_args, ctx) => {
+        const state = ctx.mcpReq.requestState();
+        if (state?.step !== 'confirm' || !response(ctx, 'confirm')) {
+            return inputRequired({
+                inputRequests: {
+                    confirm: inputRequired.elicit({
+                        message: 'Please confirm',
+                        requestedSchema: { type: 'object', properties: { ok: { type: 'boolean' } }, required: ['ok'] }
+                    })
+                },
+                requestState: await stateCodec.mint({ step: 'confirm' }, ctx)
+            });
+        }
+        return text('state verified');
+    });
+
+    // -- resources --
+    server.registerResource(
+        'static-text',
+        'test://static-text',
+        { description: 'A static text resource', mimeType: 'text/plain' },
+        async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'This is the content of the static text resource.' }] })
+    );
+    server.registerResource(
+        'static-binary',
+        'test://static-binary',
+        { description: 'A static binary resource (a PNG)', mimeType: 'image/png' },
+        async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'image/png', blob: PNG_1x1 }] })
+    );
+    server.registerResource(
+        'watched-resource',
+        'test://watched-resource',
+        { description: 'A resource clients can subscribe to', mimeType: 'text/plain' },
+        async (uri) => ({ contents: [{ uri: uri.href, mimeType: 'text/plain', text: 'Watched resource content' }] })
+    );
+    server.registerResource(
+        'template-data',
+        new ResourceTemplate('test://template/{id}/data', { list: undefined }),
+        { description: 'Data for an id', mimeType: 'application/json' },
+        async (uri, { id }) => ({
+            contents: [
+                { uri: uri.href, mimeType: 'application/json', text: JSON.stringify({ id, templateTest: true, data: `Data for ID: ${id}` }) }
+            ]
+        })
+    );
+
+    // -- prompts --
+    server.registerPrompt('test_simple_prompt', { description: 'A prompt without arguments' }, async () => ({
+        messages: [{ role: 'user', content: { type: 'text', text: 'This is a simple prompt for testing.' } }]
+    }));
+    server.registerPrompt(
+        'test_prompt_with_arguments',
+        {
+            description: 'A prompt with two arguments',
+            argsSchema: fromJsonSchema({
+                type: 'object',
+                properties: { arg1: { type: 'string', description: 'First test argument' }, arg2: { type: 'string', description: 'Second test argument' } },
+                required: ['arg1', 'arg2']
+            })
+        },
+        async ({ arg1, arg2 }) => ({
+            messages: [{ role: 'user', content: { type: 'text', text: `Prompt with arguments: arg1='${arg1}', arg2='${arg2}'` } }]
+        })
+    );
+    server.registerPrompt(
+        'test_prompt_with_embedded_resource',
+        {
+            description: 'A prompt that embeds a resource',
+            argsSchema: fromJsonSchema({
+                type: 'object',
+                properties: { resourceUri: { type: 'string', description: 'URI of the resource to embed' } },
+                required: ['resourceUri']
+            })
+        },
+        async ({ resourceUri }) => ({
+            messages: [
+                {
+                    role: 'user',
+                    content: { type: 'resource', resource: { uri: resourceUri, mimeType: 'text/plain', text: 'Embedded resource content for testing.' } }
+                },
+                { role: 'user', content: { type: 'text', text: 'Please process the embedded resource above.' } }
+            ]
+        })
+    );
+    server.registerPrompt('test_prompt_with_image', { description: 'A prompt with an image' }, async () => ({
+        messages: [
+            { role: 'user', content: { type: 'image', data: PNG_1x1, mimeType: 'image/png' } },
+            { role: 'user', content: { type: 'text', text: 'Please analyze the image above.' } }
+        ]
+    }));
+    server.registerPrompt('test_input_required_result_prompt', { description: 'A prompt that asks for context first' }, async (ctx) => {
+        const context = accepted(ctx, 'user_context')?.context;
+        if (typeof context !== 'string') {
+            return inputRequired({
+                inputRequests: {
+                    user_context: inputRequired.elicit({
+                        message: 'What context should the prompt use?',
+                        requestedSchema: { type: 'object', properties: { context: { type: 'string' } }, required: ['context'] }
+                    })
+                }
+            });
+        }
+        return { messages: [{ role: 'user', content: { type: 'text', text: `Use this context: ${context}` } }] };
+    });
+
+    // -- completion and subscriptions --
+    server.server.setRequestHandler('completion/complete', async (req) => {
+        const { ref, argument } = req.params;
+        const known = { test_prompt_with_arguments: { arg1: ['paris', 'park', 'party'], arg2: ['world', 'word'] } };
+        if (ref?.type === 'ref/prompt' && !known[ref.name]) {
+            throw new ProtocolError(-32602, `unknown prompt ${ref.name}`);
+        }
+        const candidates = (ref?.type === 'ref/prompt' && known[ref.name][argument?.name]) || [];
+        const values = candidates.filter((v) => v.startsWith(argument?.value ?? ''));
+        return { completion: { values, total: values.length, hasMore: false } };
+    });
+    if (session) {
+        server.server.setRequestHandler('resources/subscribe', async (req) => {
+            session.subscriptions.add(req.params.uri);
+            return {};
+        });
+        server.server.setRequestHandler('resources/unsubscribe', async (req) => {
+            session.subscriptions.delete(req.params.uri);
+            return {};
+        });
+    }
+
+    return server;
+}
+
+// ---- serving ----------------------------------------------------------------------------------
+
+// eventStore keeps the last MAX_EVENTS SSE events so a client can resume a stream with
+// Last-Event-ID (server-sse-polling).
+function newEventStore() {
+    const events = new Map(); // eventId -> {streamId, message}
+    let seq = 0;
+    return {
+        async storeEvent(streamId, message) {
+            const id = `${streamId}_${String(++seq).padStart(12, '0')}`;
+            events.set(id, { streamId, message });
+            while (events.size > MAX_EVENTS) events.delete(events.keys().next().value);
+            return id;
+        },
+        async getStreamIdForEventId(eventId) {
+            return events.get(eventId)?.streamId;
+        },
+        async replayEventsAfter(lastEventId, { send }) {
+            const from = events.get(lastEventId);
+            if (!from) throw new Error('unknown event id');
+            let after = false;
+            for (const [id, e] of events) {
+                if (id === lastEventId) {
+                    after = true;
+                    continue;
+                }
+                if (after && e.streamId === from.streamId) await send(id, e.message);
+            }
+            return from.streamId;
+        }
+    };
+}
+
+const sessions = new Map(); // Mcp-Session-Id -> {transport, server}
+const eventStore = newEventStore();
+
+async function legacy(req) {
+    const id = req.headers.get('mcp-session-id');
+    if (id) {
+        const s = sessions.get(id);
+        if (!s) return jsonError(404, -32001, 'Session not found');
+        return s.transport.handleRequest(req);
+    }
+    if (sessions.size >= MAX_SESSIONS) return jsonError(503, -32000, 'too many sessions');
+    const transport = new WebStandardStreamableHTTPServerTransport({
+        sessionIdGenerator: () => randomUUID(),
+        eventStore,
+        retryInterval: 100,
+        onsessioninitialized: (sid) => sessions.set(sid, { transport, server }),
+        onsessionclosed: (sid) => sessions.delete(sid)
+    });
+    transport.onclose = () => {
+        if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
+    const server = buildServer({ subscriptions: new Set() });
+    await server.connect(transport);
+    return transport.handleRequest(req);
+}
+
+const modern = createMcpHandler(() => buildServer(undefined), { legacy: 'reject', onerror: () => {} });
+
+function jsonError(status, code, message) {
+    return new Response(JSON.stringify({ jsonrpc: '2.0', id: null, error: { code, message } }), {
+        status,
+        headers: { 'content-type': 'application/json' }
+    });
+}
+
+async function handle(req) {
+    const url = new URL(req.url);
+    if (url.pathname !== '/mcp') return new Response('not found', { status: 404 });
+    const bad = hostHeaderValidationResponse(req, localhostAllowedHostnames()) ?? originValidationResponse(req, localhostAllowedOrigins());
+    if (bad) return bad;
+    if (await isLegacyRequest(req, undefined, { maxRequestBodySize: MAX_BODY })) return legacy(req);
+    return modern.fetch(req);
+}
+
+// toWebRequest turns a node:http request into a fetch Request (the body streamed as it comes).
+// Its signal aborts when the client goes away before the response is complete.
+function toWebRequest(nreq, nres) {
+    const headers = new Headers();
+    for (const [k, v] of Object.entries(nreq.headers)) {
+        if (Array.isArray(v)) v.forEach((x) => headers.append(k, x));
+        else if (v !== undefined) headers.set(k, v);
+    }
+    const ac = new AbortController();
+    nres.on('close', () => {
+        if (!nres.writableFinished) ac.abort();
+    });
+    const hasBody = nreq.method !== 'GET' && nreq.method !== 'HEAD';
+    return new Request(`http://${nreq.headers.host ?? '127.0.0.1'}${nreq.url}`, {
+        method: nreq.method,
+        headers,
+        body: hasBody ? nreq : undefined,
+        duplex: hasBody ? 'half' : undefined,
+        signal: ac.signal
+    });
+}
+
+async function writeWebResponse(res, nres) {
+    const headers = {};
+    res.headers.forEach((v, k) => {
+        headers[k] = k in headers ? `${headers[k]}, ${v}` : v;
+    });
+    nres.writeHead(res.status, headers);
+    if (!res.body) return nres.end();
+    const reader = res.body.getReader();
+    nres.on('close', () => reader.cancel().catch(() => {}));
+    try {
+        for (;;) {
+            const { done, value } = await reader.read();
+            if (done) break;
+            nres.write(value);
+        }
+    } catch {
+        // the client went away or the stream was closed on purpose (test_reconnection)
+    }
+    nres.end();
+}
+
+const http = createServer(async (nreq, nres) => {
+    try {
+        await writeWebResponse(await handle(toWebRequest(nreq, nres)), nres);
+    } catch (err) {
+        if (!nres.headersSent) nres.writeHead(500, { 'content-type': 'text/plain' });
+        nres.end(`internal error: ${err?.message ?? err}`);
+    }
+});
+
+const port = Number(process.argv[2] ?? 0);
+http.listen(port, '127.0.0.1', () => {
+    process.stdout.write(`http://127.0.0.1:${http.address().port}/mcp\n`);
+});
+
+let stopping = false;
+async function stop() {
+    if (stopping) return;
+    stopping = true;
+    http.closeAllConnections?.();
+    http.close();
+    await modern.close().catch(() => {});
+    await Promise.all([...sessions.values()].map((s) => s.transport.close().catch(() => {})));
+    process.exit(0);
+}
+process.on('SIGTERM', stop);
+process.on('SIGINT', stop);
+process.stdin.on('end', stop);
+process.stdin.on('close', stop);
+process.stdin.resume();
