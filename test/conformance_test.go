@@ -1,69 +1,203 @@
 package test
 
 import (
-	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"sort"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
-// scenarioLine matches a line of the conformance suite's summary: "✓ tools-list: 1 passed, 0 failed".
-var scenarioLine = regexp.MustCompile(`^[✓✗!] ([a-z0-9-]+): (\d+) passed, (\d+) failed`)
-
-type scenario struct{ passed, failed int }
-
-// runConformance runs @modelcontextprotocol/conformance against a server URL (on Node 22) and
-// returns each scenario's result.
-func runConformance(t *testing.T, url string) map[string]scenario {
-	t.Helper()
-	tools := nodeTools(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, node22(t), filepath.Join(tools, "node_modules/@modelcontextprotocol/conformance/dist/index.js"), "server", "--url", url)
-	cmd.Dir = t.TempDir() // it writes results/ into the working directory
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	cmd.Run() // it exits non-zero when any scenario fails; the summary tells which
-	results := map[string]scenario{}
-	inSummary := false
-	for _, line := range strings.Split(out.String(), "\n") {
-		if strings.Contains(line, "=== SUMMARY ===") {
-			inSummary = true
-			continue
-		}
-		if m := scenarioLine.FindStringSubmatch(strings.TrimSpace(line)); inSummary && m != nil {
-			p, _ := strconv.Atoi(m[2])
-			f, _ := strconv.Atoi(m[3])
-			results[m[1]] = scenario{p, f}
-		}
-	}
-	if len(results) == 0 {
-		t.Fatalf("no conformance summary for %s:\n%s", url, out.String())
-	}
-	return results
+// The MCP conformance suites the test runs, each from the project-local npm install
+// (test/node/package.json): 0.1.16, and 0.2.0-alpha.12 (installed under the alias
+// conformance-next), which adds 2026-07-28 and the extensions.
+var conformanceSuites = []struct{ name, script string }{
+	{"0.1.16", "node_modules/@modelcontextprotocol/conformance/dist/index.js"},
+	{"0.2.0-alpha.12", "node_modules/conformance-next/dist/index.js"},
 }
 
-// TestConformanceThroughGateway runs the MCP conformance suite against server-everything
-// directly and through the gateway: every scenario that passes directly passes through it.
-func TestConformanceThroughGateway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("the conformance suite takes a minute or two")
+// conformanceParallel bounds the suite processes running at once (2 cores, shared with the
+// fixture and the gateway).
+const conformanceParallel = 3
+
+// conformanceRun is one scenario of one suite at one protocol version ("extension" for the
+// extensions' scenarios, which have no version).
+type conformanceRun struct {
+	suite, script, scenario, version string
+}
+
+func (r conformanceRun) String() string { return r.suite + "/" + r.scenario + "/" + r.version }
+
+// listLine matches a scenario of `conformance list --server`: "  - tools-list [2025-06-18,2025-11-25]".
+var listLine = regexp.MustCompile(`^\s+- ([a-z0-9-]+) \[([a-z0-9,-]+)\]$`)
+
+// listConformanceRuns asks a suite for its server scenarios and the versions each applies to.
+func listConformanceRuns(t *testing.T, suite, script string) []conformanceRun {
+	t.Helper()
+	out, err := exec.Command(node22(t), script, "list", "--server").CombinedOutput()
+	if err != nil {
+		t.Fatalf("conformance %s list --server: %v\n%s", suite, err, out)
 	}
-	everything := startEverything(t)
+	var runs []conformanceRun
+	for _, line := range strings.Split(string(out), "\n") {
+		m := listLine.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		for _, v := range strings.Split(m[2], ",") {
+			runs = append(runs, conformanceRun{suite: suite, script: script, scenario: m[1], version: v})
+		}
+	}
+	if len(runs) == 0 {
+		t.Fatalf("conformance %s list --server listed no scenario:\n%s", suite, out)
+	}
+	return runs
+}
+
+// conformanceCheck is one check of a scenario's result (the suite's checks.json).
+type conformanceCheck struct {
+	ID           string `json:"id"`
+	Status       string `json:"status"` // SUCCESS, FAILURE, WARNING, SKIPPED, INFO
+	ErrorMessage string `json:"errorMessage"`
+}
+
+// conformanceResult is what one run of a scenario against one URL found.
+type conformanceResult struct {
+	checks []conformanceCheck
+	output string // the suite's console output, for a run that left no result
+}
+
+func (r conformanceResult) statuses(status string) []conformanceCheck {
+	var cs []conformanceCheck
+	for _, c := range r.checks {
+		if c.Status == status {
+			cs = append(cs, c)
+		}
+	}
+	return cs
+}
+
+// passed: the run has results, at least one check succeeded and none failed.
+func (r conformanceResult) passed() bool {
+	return len(r.statuses("SUCCESS")) > 0 && len(r.statuses("FAILURE")) == 0
+}
+
+// problems are the failed checks, one line each, or why there is no result.
+func (r conformanceResult) problems() []string {
+	if r.checks == nil {
+		return []string{"no result: " + lastLines(r.output, 5)}
+	}
+	var ps []string
+	for _, c := range r.statuses("FAILURE") {
+		ps = append(ps, c.ID+": "+oneLine(c.ErrorMessage))
+	}
+	if len(ps) == 0 && len(r.statuses("SUCCESS")) == 0 {
+		ps = append(ps, "no check succeeded")
+	}
+	return ps
+}
+
+// lostThrough are the problems of a run through the gateway against the same run directly: its
+// failed checks, and the checks that succeeded directly but were skipped through the gateway
+// (a feature the gateway hid, such as an extension it did not pass on).
+func lostThrough(direct, gateway conformanceResult) []string {
+	ps := gateway.problems()
+	if gateway.checks == nil {
+		return ps
+	}
+	if len(gateway.statuses("FAILURE")) == 0 {
+		ps = nil
+	}
+	for _, d := range direct.statuses("SUCCESS") {
+		for _, g := range gateway.statuses("SKIPPED") {
+			if g.ID == d.ID {
+				ps = append(ps, g.ID+": skipped through the gateway: "+oneLine(g.ErrorMessage))
+			}
+		}
+	}
+	return ps
+}
+
+// runConformance runs one scenario against url with the suite's own CLI (on Node 22) and reads
+// the checks it wrote to its output directory.
+func runConformance(ctx context.Context, node string, tools string, r conformanceRun, url, dir string) conformanceResult {
+	args := []string{filepath.Join(tools, r.script), "server", "--url", url, "--scenario", r.scenario, "-o", filepath.Join(dir, "out")}
+	if r.version != "extension" {
+		args = append(args, "--spec-version", r.version)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, node, args...)
+	cmd.Dir = dir
+	out, _ := cmd.CombinedOutput() // it exits non-zero when a check fails; checks.json tells which
+	res := conformanceResult{output: string(out)}
+	files, _ := filepath.Glob(filepath.Join(dir, "out", "*", "checks.json"))
+	if len(files) != 1 {
+		return res
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		res.output += "\nread " + files[0] + ": " + err.Error()
+		return res
+	}
+	var checks []conformanceCheck
+	if err := json.Unmarshal(data, &checks); err != nil {
+		res.output += "\nparse " + files[0] + ": " + err.Error()
+		return res
+	}
+	res.checks = checks
+	return res
+}
+
+// startConformanceFixture runs test/node/conformance-server.mjs and returns its URL. Its stdin is
+// a pipe the test holds open: the fixture exits when the test closes it (or dies).
+func startConformanceFixture(t *testing.T) string {
+	t.Helper()
+	cmd := exec.Command(node22(t), mustAbs(t, "node/conformance-server.mjs"), "0")
+	cmd.Env = append(os.Environ(), "LUSH_NODE_PREFIX="+nodeTools(t))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close() })
+	p := startCmd(t, cmd)
+	waitFor(t, p, "http://127.0.0.1:", 60*time.Second)
+	for _, line := range strings.Split(p.out.String(), "\n") {
+		if strings.HasPrefix(line, "http://127.0.0.1:") {
+			return strings.TrimSpace(line)
+		}
+	}
+	t.Fatalf("conformance fixture printed no URL:\n%s", p.out.String())
+	return ""
+}
+
+// TestConformance runs every server scenario of both conformance suites, at every protocol
+// version each applies to, one by one, against our fixture (test/node/conformance-server.mjs)
+// directly and through the gateway. Every run must pass directly, and every run that passes
+// directly must pass through the gateway. One scenario at one version:
+//
+//	go test ./test -run 'TestConformance/0.2.0-alpha.12/tools-list/2026-07-28'
+func TestConformance(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the conformance suites take minutes")
+	}
+	tools := nodeTools(t)
+	node := node22(t)
+	fixture := startConformanceFixture(t)
+
 	dir := t.TempDir()
-	os.MkdirAll(filepath.Join(dir, "agents/everything"), 0o755)
-	os.WriteFile(filepath.Join(dir, "agents/everything/spec.yaml"), []byte(`name: everything
+	os.MkdirAll(filepath.Join(dir, "agents/conformance"), 0o755)
+	os.WriteFile(filepath.Join(dir, "agents/conformance/spec.yaml"), []byte(`name: conformance
 model: gemini-2.5-flash
-description: Everything, through Lush.
+description: The conformance fixture, through Lush.
 tools:
-  - server: mcp://everything.local/mcp
+  - server: mcp://fixture.local/mcp
     access: write
 acl:
   - principal: group:everyone
@@ -71,39 +205,63 @@ acl:
 `), 0o644)
 	os.WriteFile(filepath.Join(dir, "lush.yaml"), []byte(`project: conformance
 servers:
-  mcp://everything.local/mcp:
-    url: `+everything+`
+  mcp://fixture.local/mcp:
+    url: `+fixture+`
 tool_grants:
-  - tool: mcp://everything.local/mcp
+  - tool: mcp://fixture.local/mcp
     grants:
       - {principal: group:everyone, access: write}
 `), 0o644)
 	base, _ := startGateway(t, dir, "--dev")
+	gateway := base + "/agents/conformance/mcp"
 
-	direct := runConformance(t, everything)
-	through := runConformance(t, base+"/agents/everything/mcp")
-	var names []string
-	for name := range direct {
-		names = append(names, name)
+	var runs []conformanceRun
+	for _, s := range conformanceSuites {
+		runs = append(runs, listConformanceRuns(t, s.name, filepath.Join(tools, s.script))...)
 	}
-	sort.Strings(names)
-	passedDirect := 0
-	for _, name := range names {
-		d, g := direct[name], through[name]
-		t.Logf("%-32s direct %d/%d  gateway %d/%d", name, d.passed, d.passed+d.failed, g.passed, g.passed+g.failed)
-		// A scenario passes when it has checks and none fails. (Some checks only apply to one
-		// response form: server-sse-multiple-streams records its stream check as INFO when a server
-		// answers with JSON, which the gateway does and the spec allows.)
-		if d.failed == 0 && d.passed > 0 {
-			passedDirect++
-			if g.failed != 0 || g.passed == 0 {
-				t.Errorf("%s passes directly (%d passed) but not through the gateway (%d passed, %d failed)", name, d.passed, g.passed, g.failed)
+	for i := range runs {
+		runs[i].script = strings.TrimPrefix(runs[i].script, tools+string(filepath.Separator))
+	}
+	t.Logf("%d runs; fixture %s, gateway %s", len(runs), fixture, gateway)
+
+	slots := make(chan struct{}, conformanceParallel)
+	run := func(t *testing.T, r conformanceRun, url, side string) conformanceResult {
+		slots <- struct{}{}
+		defer func() { <-slots }()
+		d := filepath.Join(t.TempDir(), side)
+		os.MkdirAll(d, 0o755)
+		return runConformance(context.Background(), node, tools, r, url, d)
+	}
+	for _, r := range runs {
+		t.Run(r.String(), func(t *testing.T) {
+			t.Parallel()
+			direct := run(t, r, fixture, "direct")
+			if !direct.passed() {
+				if direct.checks != nil && len(direct.statuses("FAILURE")) == 0 {
+					t.Skipf("no check of %s applies to the fixture (all skipped or informational)", r)
+				}
+				t.Fatalf("%s fails directly against the fixture:\n  %s", r, strings.Join(direct.problems(), "\n  "))
 			}
-		} else if g.failed == 0 && g.passed > 0 {
-			t.Logf("%s passes through the gateway but not directly", name)
-		}
+			through := run(t, r, gateway, "gateway")
+			if lost := lostThrough(direct, through); len(lost) > 0 {
+				t.Errorf("%s passes directly but not through the gateway:\n  %s", r, strings.Join(lost, "\n  "))
+			}
+		})
 	}
-	if passedDirect < 10 {
-		t.Errorf("only %d scenarios pass directly: is server-everything running?", passedDirect)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "…"
 	}
+	return s
+}
+
+func lastLines(s string, n int) string {
+	lines := slices.DeleteFunc(strings.Split(s, "\n"), func(l string) bool { return strings.TrimSpace(l) == "" })
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return fmt.Sprint(strings.Join(lines, " / "))
 }

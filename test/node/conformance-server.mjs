@@ -40,8 +40,11 @@ const {
     localhostAllowedHostnames,
     originValidationResponse,
     localhostAllowedOrigins,
-    ProtocolError
+    ProtocolError,
+    CLIENT_CAPABILITIES_META_KEY,
+    SUPPORTED_PROTOCOL_VERSIONS
 } = sdk;
+const { SkillsExtension, memorySkillFiles } = require('@modelcontextprotocol/server/ext/skills');
 
 const MAX_SESSIONS = 256; // sessionful (2025-era) sessions kept at once
 const MAX_EVENTS = 4096; // SSE events kept for resumption (Last-Event-ID)
@@ -103,6 +106,15 @@ const elicitName = (message) =>
         message,
         requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }
     });
+
+// SEP-2640: two skills, one with a reference file, served by the SDK's skills extension.
+const skills = await SkillsExtension.load(
+    memorySkillFiles({
+        'pdf-processing/SKILL.md': '---\nname: pdf-processing\ndescription: Fill in and read PDF forms.\n---\n\n# PDF processing\n\nSee references/FORMS.md for the form fields.\n',
+        'pdf-processing/references/FORMS.md': '# Forms\n\nEvery form field has a name and a value.\n',
+        'release-notes/SKILL.md': '---\nname: release-notes\ndescription: Write release notes from a changelog.\n---\n\n# Release notes\n\nGroup the changes by kind.\n'
+    })
+);
 
 // ---- the server -------------------------------------------------------------------------------
 
@@ -426,6 +438,64 @@ function buildServer(session) {
         return text('state verified');
     });
 
+    // -- tools the 2026-07-28 scenarios probe --
+    server.registerTool(
+        'test_input_required_result_capabilities',
+        { description: 'Asks only for what the client declared it can give', inputSchema: noArgs() },
+        async (_args, ctx) => {
+            if (response(ctx, 'sample') || response(ctx, 'confirm')) return text('done');
+            const caps = ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] ?? {};
+            const inputRequests = {};
+            if (caps.sampling) {
+                inputRequests.sample = inputRequired.createMessage({
+                    messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }],
+                    maxTokens: 20
+                });
+            }
+            if (caps.elicitation) inputRequests.confirm = elicitName('What is your name?');
+            if (Object.keys(inputRequests).length === 0) return text('the client declared neither sampling nor elicitation');
+            return inputRequired({ inputRequests });
+        }
+    );
+    // Needs sampling: a client that did not declare it gets -32021 (the SDK checks every
+    // embedded request against the capabilities the request declared).
+    server.registerTool('test_missing_capability', { description: 'Needs the sampling capability', inputSchema: noArgs() }, async (_args, ctx) => {
+        if (response(ctx, 'sample')) return text('sampled');
+        return inputRequired({
+            inputRequests: {
+                sample: inputRequired.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: 'Say hello' } }], maxTokens: 20 })
+            }
+        });
+    });
+    server.registerTool('test_streaming_elicitation', { description: 'Reports progress, then asks for a name', inputSchema: noArgs() }, async (_args, ctx) => {
+        const name = accepted(ctx, 'user_name')?.name;
+        if (typeof name === 'string') return text(`Hello, ${name}!`);
+        const token = ctx.mcpReq._meta?.progressToken;
+        if (token !== undefined) {
+            await ctx.mcpReq.notify({ method: 'notifications/progress', params: { progressToken: token, progress: 1, total: 2 } });
+        }
+        return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+    });
+    // Logs at info: the SDK sends the message only to a client that asked for a log level.
+    server.registerTool('test_logging_tool', { description: 'Logs one message', inputSchema: noArgs() }, async (_args, ctx) => {
+        await ctx.mcpReq.log('info', 'test_logging_tool ran');
+        return text('logged');
+    });
+    // SEP-2243: region is mirrored into the Mcp-Param-Region header, which the SDK checks
+    // against the body (Base64 sentinel decoding included).
+    server.registerTool(
+        'test_custom_headers',
+        {
+            description: 'Has a parameter mirrored into an HTTP header',
+            inputSchema: fromJsonSchema({
+                type: 'object',
+                properties: { region: { type: 'string', description: 'A region', 'x-mcp-header': 'Region' } },
+                required: ['region']
+            })
+        },
+        async ({ region }) => text(`region: ${region}`)
+    );
+
     // -- resources --
     server.registerResource(
         'static-text',
@@ -537,6 +607,7 @@ function buildServer(session) {
         });
     }
 
+    skills.attach(server);
     return server;
 }
 
@@ -573,7 +644,19 @@ function newEventStore() {
     };
 }
 
-const sessions = new Map(); // Mcp-Session-Id -> {transport, server}
+const sessions = new Map(); // Mcp-Session-Id -> {transport, server, version (negotiated at initialize)}
+
+// pinVersion makes a session's requests carry the protocol version negotiated at initialize in
+// MCP-Protocol-Version. Conformance 0.1.16's server-sse-polling sends 2025-03-26 on a session
+// that negotiated 2025-11-25; the SDK would then leave out the SSE priming event (a 2025-11-25
+// feature) that the scenario checks.
+function pinVersion(req, version) {
+    const sent = req.headers.get('mcp-protocol-version');
+    if (!version || !sent || sent === version) return req;
+    const headers = new Headers(req.headers);
+    headers.set('mcp-protocol-version', version);
+    return new Request(req, { headers, duplex: 'half' });
+}
 const eventStore = newEventStore();
 
 async function legacy(req) {
@@ -581,14 +664,24 @@ async function legacy(req) {
     if (id) {
         const s = sessions.get(id);
         if (!s) return jsonError(404, -32001, 'Session not found');
-        return s.transport.handleRequest(req);
+        return s.transport.handleRequest(pinVersion(req, s.version));
     }
     if (sessions.size >= MAX_SESSIONS) return jsonError(503, -32000, 'too many sessions');
+    let version;
+    if (req.method === 'POST') {
+        const body = await req
+            .clone()
+            .json()
+            .catch(() => undefined);
+        if (body?.method === 'initialize' && SUPPORTED_PROTOCOL_VERSIONS.includes(body.params?.protocolVersion)) {
+            version = body.params.protocolVersion;
+        }
+    }
     const transport = new WebStandardStreamableHTTPServerTransport({
         sessionIdGenerator: () => randomUUID(),
         eventStore,
         retryInterval: 100,
-        onsessioninitialized: (sid) => sessions.set(sid, { transport, server }),
+        onsessioninitialized: (sid) => sessions.set(sid, { transport, server, version }),
         onsessionclosed: (sid) => sessions.delete(sid)
     });
     transport.onclose = () => {
