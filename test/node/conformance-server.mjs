@@ -116,6 +116,248 @@ const skills = await SkillsExtension.load(
     })
 );
 
+// ---- the tasks extension (SEP-2663), 2026-07-28 only -------------------------------------------
+//
+// Tasks live in this process (the 2026-07-28 instances are per request). A task-supporting tool
+// called by a client that declared the extension returns a placeholder result naming its task,
+// which serve() turns into the flat CreateTaskResult ({resultType: "task", taskId, status, ...})
+// after the SDK has validated the request and its headers. tasks/get, tasks/update and
+// tasks/cancel are ours; tasks/result and tasks/list are gone in 2026-07-28 (the SDK answers
+// -32601).
+
+const TASKS = 'io.modelcontextprotocol/tasks';
+const TASK_MARK = 'lush.fixture/createdTask';
+const TASK_TTL_MS = 5 * 60 * 1000;
+const MAX_TASKS = 1024;
+const tasks = new Map(); // taskId -> task
+
+const declaresTasks = (ctx) => ctx.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY]?.extensions?.[TASKS] !== undefined;
+const TASKS_REQUIRED = {
+    code: -32021,
+    message: `this request needs the ${TASKS} extension, which the client did not declare`,
+    data: { requiredCapabilities: { extensions: { [TASKS]: {} } } }
+};
+const tasksRequired = () => new ProtocolError(TASKS_REQUIRED.code, TASKS_REQUIRED.message, TASKS_REQUIRED.data);
+// A tool cannot answer a JSON-RPC error through the SDK (it turns a thrown error into an isError
+// result), so a required-task tool called without the extension returns this placeholder, which
+// serve() turns into the -32021 error (HTTP 400) on 2026-07-28.
+const ERROR_MARK = 'lush.fixture/error';
+const refuseWithoutTasks = () => ({ content: [], _meta: { [ERROR_MARK]: TASKS_REQUIRED } });
+
+function touch(task, status) {
+    task.status = status;
+    task.lastUpdatedAt = new Date().toISOString();
+}
+
+// newTask records a task in status working and returns the placeholder tool result that serve()
+// rewrites into its CreateTaskResult.
+function newTask(run) {
+    for (const [id, t] of tasks) {
+        if (tasks.size < MAX_TASKS) break;
+        if (t.status !== 'working' && t.status !== 'input_required') tasks.delete(id);
+    }
+    if (tasks.size >= MAX_TASKS) throw new ProtocolError(-32603, 'too many tasks');
+    const now = new Date().toISOString();
+    const task = { taskId: randomUUID(), status: 'working', createdAt: now, lastUpdatedAt: now, ttlMs: TASK_TTL_MS, pollIntervalMs: 100 };
+    tasks.set(task.taskId, task);
+    setTimeout(() => tasks.delete(task.taskId), TASK_TTL_MS).unref();
+    run(task);
+    return { content: [], _meta: { [TASK_MARK]: task.taskId } };
+}
+
+const finish = (task, result) => {
+    if (task.status === 'cancelled') return;
+    task.result = result;
+    delete task.inputRequests;
+    touch(task, 'completed');
+};
+
+// A task that waits for the client's answers to inputRequests, then completes with done(answers).
+function askInTask(task, inputRequests, done) {
+    task.inputRequests = inputRequests;
+    task.answers = {};
+    task.onInput = () => {
+        if (Object.keys(task.inputRequests).length === 0) finish(task, done(task.answers));
+    };
+    touch(task, 'input_required');
+}
+
+const envelope = (task) => ({
+    taskId: task.taskId,
+    status: task.status,
+    createdAt: task.createdAt,
+    lastUpdatedAt: task.lastUpdatedAt,
+    ttlMs: task.ttlMs,
+    pollIntervalMs: task.pollIntervalMs
+});
+
+function taskOf(params) {
+    const task = typeof params?.taskId === 'string' ? tasks.get(params.taskId) : undefined;
+    if (!task) throw new ProtocolError(-32602, `unknown task ${JSON.stringify(params?.taskId)}`);
+    return task;
+}
+
+function registerTaskTools(server) {
+    server.registerTool(
+        'greet',
+        { description: 'Greets (never a task)', inputSchema: fromJsonSchema({ type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }) },
+        async ({ name }) => text(`Hello, ${name}!`)
+    );
+    server.registerTool(
+        'slow_compute',
+        {
+            description: 'Sleeps for seconds, then answers; a task when the client supports tasks',
+            inputSchema: fromJsonSchema({
+                type: 'object',
+                properties: { seconds: { type: 'number', minimum: 0, maximum: 600 }, label: { type: 'string' } },
+                required: ['seconds']
+            })
+        },
+        async ({ seconds, label }, ctx) => {
+            const answer = () => text(`computed ${label ?? ''} after ${seconds}s`);
+            if (!declaresTasks(ctx)) {
+                await sleep(Math.min(seconds, 5) * 1000);
+                return answer();
+            }
+            return newTask((task) => {
+                task.timer = setTimeout(() => finish(task, answer()), seconds * 1000);
+                task.timer.unref();
+            });
+        }
+    );
+    server.registerTool('failing_job', { description: 'A task (required) whose tool fails', inputSchema: noArgs() }, async (_args, ctx) => {
+        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        return newTask((task) => {
+            setTimeout(() => finish(task, { isError: true, content: [{ type: 'text', text: 'the job failed' }] }), 300).unref();
+        });
+    });
+    server.registerTool('protocol_error_job', { description: 'A task that fails with a protocol error', inputSchema: noArgs() }, async (_args, ctx) => {
+        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        return newTask((task) => {
+            setTimeout(() => {
+                if (task.status === 'cancelled') return;
+                task.error = { code: -32603, message: 'internal failure in protocol_error_job' };
+                touch(task, 'failed');
+            }, 300).unref();
+        });
+    });
+    server.registerTool(
+        'confirm_delete',
+        {
+            description: 'A task that asks for confirmation before deleting a file',
+            inputSchema: fromJsonSchema({ type: 'object', properties: { filename: { type: 'string' } }, required: ['filename'] })
+        },
+        async ({ filename }, ctx) => {
+            if (!declaresTasks(ctx)) return refuseWithoutTasks();
+            return newTask((task) =>
+                askInTask(
+                    task,
+                    {
+                        confirm: {
+                            method: 'elicitation/create',
+                            params: {
+                                mode: 'form',
+                                message: `Delete ${filename}?`,
+                                requestedSchema: { type: 'object', properties: { confirm: { type: 'boolean' } }, required: ['confirm'] }
+                            }
+                        }
+                    },
+                    (answers) => text(answers.confirm?.content?.confirm === true ? `deleted ${filename}` : `kept ${filename}`)
+                )
+            );
+        }
+    );
+    server.registerTool('multi_input', { description: 'A task that asks two questions at once', inputSchema: noArgs() }, async (_args, ctx) => {
+        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        const ask = (message) => ({
+            method: 'elicitation/create',
+            params: { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } }
+        });
+        return newTask((task) =>
+            askInTask(task, { first: ask('First name?'), second: ask('Second name?') }, (answers) =>
+                text(`got ${answers.first?.content?.name} and ${answers.second?.content?.name}`)
+            )
+        );
+    });
+    // SEP-2322 + SEP-2663: asks for a name in a multi-round-trip exchange, then runs as a task.
+    server.registerTool('test_tool_with_task', { description: 'Asks for a name, then greets in a task', inputSchema: noArgs() }, async (_args, ctx) => {
+        const name = accepted(ctx, 'user_name')?.name;
+        if (typeof name !== 'string') return inputRequired({ inputRequests: { user_name: elicitName('What is your name?') } });
+        if (!declaresTasks(ctx)) return text(`Hello, ${name}!`);
+        return newTask((task) => setTimeout(() => finish(task, text(`Hello, ${name}!`)), 100).unref());
+    });
+}
+
+function registerTaskMethods(server) {
+    const taskId = fromJsonSchema({ type: 'object', properties: { taskId: { type: 'string' } }, required: ['taskId'] });
+    const anyResult = fromJsonSchema({ type: 'object' });
+    server.server.setRequestHandler('tasks/get', { params: taskId, result: anyResult }, async (params, ctx) => {
+        if (!declaresTasks(ctx)) throw tasksRequired();
+        const task = taskOf(params);
+        const detailed = { resultType: 'complete', ...envelope(task) };
+        if (task.status === 'completed') detailed.result = task.result;
+        if (task.status === 'failed') detailed.error = task.error;
+        if (task.status === 'input_required') detailed.inputRequests = task.inputRequests;
+        return detailed;
+    });
+    server.server.setRequestHandler(
+        'tasks/update',
+        {
+            params: taskId,
+            result: anyResult
+        },
+        async (params, ctx) => {
+            if (!declaresTasks(ctx)) throw tasksRequired();
+            const task = taskOf(params);
+            if (task.status === 'input_required') {
+                // the SDK lifts inputResponses out of params (as for any multi-round-trip retry)
+                for (const [key, answer] of Object.entries(ctx.mcpReq.inputResponses ?? {})) {
+                    if (!(key in task.inputRequests) || typeof answer !== 'object' || answer === null) continue;
+                    task.answers[key] = answer;
+                    delete task.inputRequests[key];
+                }
+                task.onInput();
+            }
+            return { resultType: 'complete' };
+        }
+    );
+    server.server.setRequestHandler('tasks/cancel', { params: taskId, result: anyResult }, async (params, ctx) => {
+        if (!declaresTasks(ctx)) throw tasksRequired();
+        const task = taskOf(params);
+        if (task.status === 'working' || task.status === 'input_required') {
+            clearTimeout(task.timer);
+            delete task.inputRequests;
+            touch(task, 'cancelled');
+        }
+        return { resultType: 'complete' };
+    });
+}
+
+// createdTask turns a placeholder result in a JSON response into the task's CreateTaskResult
+// (see newTask) or into a JSON-RPC error (see refuseWithoutTasks); any other response is
+// returned as it is.
+async function createdTask(res) {
+    if (!res.headers.get('content-type')?.includes('application/json')) return res;
+    const body = await res.text();
+    const rebuilt = () => new Response(body, { status: res.status, headers: res.headers });
+    if (!body.includes(TASK_MARK) && !body.includes(ERROR_MARK)) return rebuilt();
+    const msg = JSON.parse(body);
+    const error = msg.result?._meta?.[ERROR_MARK];
+    if (error) {
+        return new Response(JSON.stringify({ jsonrpc: '2.0', id: msg.id, error }), {
+            status: 400,
+            headers: { 'content-type': 'application/json' }
+        });
+    }
+    const task = tasks.get(msg.result?._meta?.[TASK_MARK]);
+    if (!task) return rebuilt();
+    const { [TASK_MARK]: _, ...meta } = msg.result._meta;
+    msg.result = { resultType: 'task', ...envelope(task), ...(Object.keys(meta).length ? { _meta: meta } : {}) };
+    const headers = new Headers(res.headers);
+    headers.delete('content-length');
+    return new Response(JSON.stringify(msg), { status: res.status, headers });
+}
+
 // ---- the server -------------------------------------------------------------------------------
 
 // session is the 2025-era session a legacy instance serves (undefined for 2026-07-28 requests);
@@ -129,7 +371,8 @@ function buildServer(session) {
                 resources: { subscribe: true, listChanged: true },
                 prompts: { listChanged: true },
                 logging: {},
-                completions: {}
+                completions: {},
+                ...(session ? {} : { extensions: { [TASKS]: {} } })
             },
             requestState: { verify: (state, ctx) => stateCodec.verify(state, ctx) }
         }
@@ -607,6 +850,8 @@ function buildServer(session) {
         });
     }
 
+    registerTaskTools(server);
+    if (!session) registerTaskMethods(server);
     skills.attach(server);
     return server;
 }
@@ -707,7 +952,7 @@ async function handle(req) {
     const bad = hostHeaderValidationResponse(req, localhostAllowedHostnames()) ?? originValidationResponse(req, localhostAllowedOrigins());
     if (bad) return bad;
     if (await isLegacyRequest(req, undefined, { maxRequestBodySize: MAX_BODY })) return legacy(req);
-    return modern.fetch(req);
+    return createdTask(await modern.fetch(req));
 }
 
 // toWebRequest turns a node:http request into a fetch Request (the body streamed as it comes).
