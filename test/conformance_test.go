@@ -212,7 +212,9 @@ tool_grants:
     grants:
       - {principal: group:everyone, access: write}
 `), 0o644)
-	base, _ := startGateway(t, dir, "--dev")
+	// Live writes: the fixture's tools carry no read-only hint, so without them every call would
+	// be stubbed and no scenario would reach the fixture.
+	base, _ := startGateway(t, dir, "--dev", "--live-writes=mcp://fixture.local/mcp")
 	gateway := base + "/agents/conformance/mcp"
 
 	var runs []conformanceRun

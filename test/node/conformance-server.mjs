@@ -46,7 +46,7 @@ const {
 } = sdk;
 const { SkillsExtension, memorySkillFiles } = require('@modelcontextprotocol/server/ext/skills');
 
-const MAX_SESSIONS = 256; // sessionful (2025-era) sessions kept at once
+const MAX_SESSIONS = 256; // sessionful (2025-era) sessions kept at once; the least recently used goes
 const MAX_EVENTS = 4096; // SSE events kept for resumption (Last-Event-ID)
 const MAX_BODY = 4 * 1024 * 1024;
 
@@ -360,8 +360,8 @@ async function createdTask(res) {
 
 // ---- the server -------------------------------------------------------------------------------
 
-// session is the 2025-era session a legacy instance serves (undefined for 2026-07-28 requests);
-// it holds the transport test_reconnection closes and the resources the client subscribed to.
+// session is the 2025-era session a legacy instance serves, with the resources its client
+// subscribed to; undefined for the per-request instances of 2026-07-28.
 function buildServer(session) {
     const server = new McpServer(
         { name: 'lush-conformance-fixture', version: '1.0.0' },
@@ -909,9 +909,16 @@ async function legacy(req) {
     if (id) {
         const s = sessions.get(id);
         if (!s) return jsonError(404, -32001, 'Session not found');
+        sessions.delete(id); // most recently used last
+        sessions.set(id, s);
         return s.transport.handleRequest(pinVersion(req, s.version));
     }
-    if (sessions.size >= MAX_SESSIONS) return jsonError(503, -32000, 'too many sessions');
+    if (sessions.size >= MAX_SESSIONS) {
+        // the least recently used session makes room
+        const [oldest, s] = sessions.entries().next().value;
+        sessions.delete(oldest);
+        await s.transport.close().catch(() => {});
+    }
     let version;
     if (req.method === 'POST') {
         const body = await req
