@@ -3,7 +3,6 @@ package test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,7 +90,7 @@ func (r conformanceResult) passed() bool {
 // problems are the failed checks, one line each, or why there is no result.
 func (r conformanceResult) problems() []string {
 	if r.checks == nil {
-		return []string{"no result: " + lastLines(r.output, 5)}
+		return []string{"no result: " + firstError(r.output)}
 	}
 	var ps []string
 	for _, c := range r.statuses("FAILURE") {
@@ -133,10 +132,15 @@ func runConformance(ctx context.Context, node string, tools string, r conformanc
 	}
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
+	res := conformanceResult{}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		res.output = err.Error()
+		return res
+	}
 	cmd := exec.CommandContext(ctx, node, args...)
 	cmd.Dir = dir
 	out, _ := cmd.CombinedOutput() // it exits non-zero when a check fails; checks.json tells which
-	res := conformanceResult{output: string(out)}
+	res.output = string(out)
 	files, _ := filepath.Glob(filepath.Join(dir, "out", "*", "checks.json"))
 	if len(files) != 1 {
 		return res
@@ -226,26 +230,36 @@ tool_grants:
 	}
 	t.Logf("%d runs; fixture %s, gateway %s", len(runs), fixture, gateway)
 
+	// Each selected subtest starts its runs before t.Parallel (so -run selects the work too) on a
+	// pool of conformanceParallel slots, independent of go test's -parallel (2 on 2 cores), and
+	// reports when they are done. The runs end before their subtest does.
 	slots := make(chan struct{}, conformanceParallel)
-	run := func(t *testing.T, r conformanceRun, url, side string) conformanceResult {
+	run := func(r conformanceRun, url, dir string) conformanceResult {
 		slots <- struct{}{}
 		defer func() { <-slots }()
-		d := filepath.Join(t.TempDir(), side)
-		os.MkdirAll(d, 0o755)
-		return runConformance(context.Background(), node, tools, r, url, d)
+		return runConformance(context.Background(), node, tools, r, url, dir)
 	}
+	type verdict struct{ direct, through conformanceResult }
 	for _, r := range runs {
 		t.Run(r.String(), func(t *testing.T) {
+			dir := t.TempDir()
+			done := make(chan verdict, 1)
+			go func() {
+				var v verdict
+				if v.direct = run(r, fixture, filepath.Join(dir, "direct")); v.direct.passed() {
+					v.through = run(r, gateway, filepath.Join(dir, "gateway"))
+				}
+				done <- v
+			}()
 			t.Parallel()
-			direct := run(t, r, fixture, "direct")
-			if !direct.passed() {
-				if direct.checks != nil && len(direct.statuses("FAILURE")) == 0 {
+			v := <-done
+			if !v.direct.passed() {
+				if v.direct.checks != nil && len(v.direct.statuses("FAILURE")) == 0 {
 					t.Skipf("no check of %s applies to the fixture (all skipped or informational)", r)
 				}
-				t.Fatalf("%s fails directly against the fixture:\n  %s", r, strings.Join(direct.problems(), "\n  "))
+				t.Fatalf("%s fails directly against the fixture:\n  %s", r, strings.Join(v.direct.problems(), "\n  "))
 			}
-			through := run(t, r, gateway, "gateway")
-			if lost := lostThrough(direct, through); len(lost) > 0 {
+			if lost := lostThrough(v.direct, v.through); len(lost) > 0 {
 				t.Errorf("%s passes directly but not through the gateway:\n  %s", r, strings.Join(lost, "\n  "))
 			}
 		})
@@ -260,10 +274,76 @@ func oneLine(s string) string {
 	return s
 }
 
-func lastLines(s string, n int) string {
-	lines := slices.DeleteFunc(strings.Split(s, "\n"), func(l string) bool { return strings.TrimSpace(l) == "" })
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
+// firstError is the first line of a suite's output that names an error (a scenario that threw
+// leaves no checks.json), or its last lines.
+func firstError(out string) string {
+	lines := slices.DeleteFunc(strings.Split(out, "\n"), func(l string) bool { return strings.TrimSpace(l) == "" })
+	for _, l := range lines {
+		if strings.Contains(strings.ToLower(l), "error") {
+			return oneLine(l)
+		}
 	}
-	return fmt.Sprint(strings.Join(lines, " / "))
+	if len(lines) > 5 {
+		lines = lines[len(lines)-5:]
+	}
+	return oneLine(strings.Join(lines, " / "))
+}
+
+// TestVerdictOfAConformanceRun pins how a run's checks become a verdict: what passes, what the gateway
+// is blamed for, and how `list --server` lines are read.
+func TestVerdictOfAConformanceRun(t *testing.T) {
+	ok := func(id string) conformanceCheck { return conformanceCheck{ID: id, Status: "SUCCESS"} }
+	fail := func(id, msg string) conformanceCheck {
+		return conformanceCheck{ID: id, Status: "FAILURE", ErrorMessage: msg}
+	}
+	skip := func(id string) conformanceCheck {
+		return conformanceCheck{ID: id, Status: "SKIPPED", ErrorMessage: "not declared"}
+	}
+	info := func(id string) conformanceCheck { return conformanceCheck{ID: id, Status: "INFO"} }
+	res := func(cs ...conformanceCheck) conformanceResult { return conformanceResult{checks: cs} }
+
+	for _, tc := range []struct {
+		name            string
+		direct, gateway conformanceResult
+		passed          bool     // direct.passed()
+		lost            []string // lostThrough(direct, gateway)
+	}{
+		{"same checks pass", res(ok("a"), ok("b")), res(ok("a"), ok("b")), true, nil},
+		{"a failed check through the gateway", res(ok("a")), res(fail("a", "no\n  content")), true, []string{"a: no content"}},
+		{"no result through the gateway", res(ok("a")), conformanceResult{output: "Error: socket hang up\n"}, true, []string{"no result: Error: socket hang up"}},
+		{"a check skipped only through the gateway", res(ok("a"), ok("ext")), res(ok("a"), skip("ext")), true, []string{"ext: skipped through the gateway: not declared"}},
+		{"informational instead of success is not a loss", res(ok("sse"), ok("b")), res(info("sse"), ok("b")), true, nil},
+		{"skipped on both sides", res(ok("a"), skip("ext")), res(ok("a"), skip("ext")), true, nil},
+		{"a failure directly", res(ok("a"), fail("b", "x")), res(ok("a")), false, nil},
+		{"nothing succeeded directly", res(skip("a"), info("b")), res(skip("a")), false, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.direct.passed(); got != tc.passed {
+				t.Errorf("passed() = %v, want %v", got, tc.passed)
+			}
+			if got := lostThrough(tc.direct, tc.gateway); !slices.Equal(got, tc.lost) {
+				t.Errorf("lostThrough = %q, want %q", got, tc.lost)
+			}
+		})
+	}
+
+	for _, tc := range []struct {
+		line string
+		want []string // scenario@version
+	}{
+		{"  - tools-list [2025-06-18,2025-11-25,2026-07-28]", []string{"tools-list@2025-06-18", "tools-list@2025-11-25", "tools-list@2026-07-28"}},
+		{"  - tasks-lifecycle [extension]", []string{"tasks-lifecycle@extension"}},
+		{"Server scenarios (test against a server):", nil},
+		{"  - broken [", nil},
+	} {
+		var got []string
+		if m := listLine.FindStringSubmatch(tc.line); m != nil {
+			for _, v := range strings.Split(m[2], ",") {
+				got = append(got, m[1]+"@"+v)
+			}
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q read as %q, want %q", tc.line, got, tc.want)
+		}
+	}
 }
