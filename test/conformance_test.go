@@ -39,7 +39,9 @@ var listLine = regexp.MustCompile(`^\s+- ([a-z0-9-]+) \[([a-z0-9,-]+)\]$`)
 // listConformanceRuns asks a suite for its server scenarios and the versions each applies to.
 func listConformanceRuns(t *testing.T, suite, script string) []conformanceRun {
 	t.Helper()
-	out, err := exec.Command(node22(t), script, "list", "--server").CombinedOutput()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, node22(t), script, "list", "--server").CombinedOutput()
 	if err != nil {
 		t.Fatalf("conformance %s list --server: %v\n%s", suite, err, out)
 	}

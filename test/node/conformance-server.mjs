@@ -120,7 +120,7 @@ const skills = await SkillsExtension.load(
 //
 // Tasks live in this process (the 2026-07-28 instances are per request). A task-supporting tool
 // called by a client that declared the extension returns a placeholder result naming its task,
-// which serve() turns into the flat CreateTaskResult ({resultType: "task", taskId, status, ...})
+// which createdTask() turns into the flat CreateTaskResult ({resultType: "task", taskId, status, ...})
 // after the SDK has validated the request and its headers. tasks/get, tasks/update and
 // tasks/cancel are ours; tasks/result and tasks/list are gone in 2026-07-28 (the SDK answers
 // -32601).
@@ -139,18 +139,22 @@ const TASKS_REQUIRED = {
 };
 const tasksRequired = () => new ProtocolError(TASKS_REQUIRED.code, TASKS_REQUIRED.message, TASKS_REQUIRED.data);
 // A tool cannot answer a JSON-RPC error through the SDK (it turns a thrown error into an isError
-// result), so a required-task tool called without the extension returns this placeholder, which
-// serve() turns into the -32021 error (HTTP 400) on 2026-07-28.
+// result), so on 2026-07-28 a required-task tool called without the extension returns this
+// placeholder, which createdTask() turns into the -32021 error (HTTP 400). A 2025-era session
+// cannot use tasks at all: there the tool fails (an isError result).
 const ERROR_MARK = 'lush.fixture/error';
-const refuseWithoutTasks = () => ({ content: [], _meta: { [ERROR_MARK]: TASKS_REQUIRED } });
+const refuseWithoutTasks = (session) => {
+    if (session) throw tasksRequired();
+    return { content: [], _meta: { [ERROR_MARK]: TASKS_REQUIRED } };
+};
 
 function touch(task, status) {
     task.status = status;
     task.lastUpdatedAt = new Date().toISOString();
 }
 
-// newTask records a task in status working and returns the placeholder tool result that serve()
-// rewrites into its CreateTaskResult.
+// newTask records a task in status working and returns the placeholder tool result that
+// createdTask() rewrites into its CreateTaskResult.
 function newTask(run) {
     for (const [id, t] of tasks) {
         if (tasks.size < MAX_TASKS) break;
@@ -197,7 +201,7 @@ function taskOf(params) {
     return task;
 }
 
-function registerTaskTools(server) {
+function registerTaskTools(server, session) {
     server.registerTool(
         'greet',
         { description: 'Greets (never a task)', inputSchema: fromJsonSchema({ type: 'object', properties: { name: { type: 'string' } }, required: ['name'] }) },
@@ -226,13 +230,13 @@ function registerTaskTools(server) {
         }
     );
     server.registerTool('failing_job', { description: 'A task (required) whose tool fails', inputSchema: noArgs() }, async (_args, ctx) => {
-        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        if (!declaresTasks(ctx)) return refuseWithoutTasks(session);
         return newTask((task) => {
             setTimeout(() => finish(task, { isError: true, content: [{ type: 'text', text: 'the job failed' }] }), 300).unref();
         });
     });
     server.registerTool('protocol_error_job', { description: 'A task that fails with a protocol error', inputSchema: noArgs() }, async (_args, ctx) => {
-        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        if (!declaresTasks(ctx)) return refuseWithoutTasks(session);
         return newTask((task) => {
             setTimeout(() => {
                 if (task.status === 'cancelled') return;
@@ -248,7 +252,7 @@ function registerTaskTools(server) {
             inputSchema: fromJsonSchema({ type: 'object', properties: { filename: { type: 'string' } }, required: ['filename'] })
         },
         async ({ filename }, ctx) => {
-            if (!declaresTasks(ctx)) return refuseWithoutTasks();
+            if (!declaresTasks(ctx)) return refuseWithoutTasks(session);
             return newTask((task) =>
                 askInTask(
                     task,
@@ -268,7 +272,7 @@ function registerTaskTools(server) {
         }
     );
     server.registerTool('multi_input', { description: 'A task that asks two questions at once', inputSchema: noArgs() }, async (_args, ctx) => {
-        if (!declaresTasks(ctx)) return refuseWithoutTasks();
+        if (!declaresTasks(ctx)) return refuseWithoutTasks(session);
         const ask = (message) => ({
             method: 'elicitation/create',
             params: { mode: 'form', message, requestedSchema: { type: 'object', properties: { name: { type: 'string' } }, required: ['name'] } }
@@ -850,7 +854,7 @@ function buildServer(session) {
         });
     }
 
-    registerTaskTools(server);
+    registerTaskTools(server, session);
     if (!session) registerTaskMethods(server);
     skills.attach(server);
     return server;
