@@ -232,13 +232,20 @@ tool_grants:
 	}
 	t.Logf("%d runs; fixture %s, gateway %s", len(runs), fixture, gateway)
 
-	// Each selected subtest starts its runs before t.Parallel (so -run selects the work too) on a
-	// pool of conformanceParallel slots, independent of go test's -parallel (2 on 2 cores), and
-	// reports when they are done. The runs end before their subtest does.
-	slots := make(chan struct{}, conformanceParallel)
+	// Each selected subtest queues its runs before t.Parallel (so -run selects the work too); a
+	// pool of conformanceParallel workers, independent of go test's -parallel (2 on 2 cores), takes
+	// them in order, and the subtest reports when they are done. The workers end when the queue,
+	// closed once every subtest has queued, is empty.
+	queue := make(chan func(), len(runs))
+	for range conformanceParallel {
+		go func() {
+			for job := range queue {
+				job()
+			}
+		}()
+	}
+	defer close(queue)
 	run := func(r conformanceRun, url, dir string) conformanceResult {
-		slots <- struct{}{}
-		defer func() { <-slots }()
 		return runConformance(context.Background(), node, tools, r, url, dir)
 	}
 	type verdict struct{ direct, through conformanceResult }
@@ -246,13 +253,13 @@ tool_grants:
 		t.Run(r.String(), func(t *testing.T) {
 			dir := t.TempDir()
 			done := make(chan verdict, 1)
-			go func() {
+			queue <- func() {
 				var v verdict
 				if v.direct = run(r, fixture, filepath.Join(dir, "direct")); v.direct.passed() {
 					v.through = run(r, gateway, filepath.Join(dir, "gateway"))
 				}
 				done <- v
-			}()
+			}
 			t.Parallel()
 			v := <-done
 			if !v.direct.passed() {
