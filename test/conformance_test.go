@@ -63,9 +63,27 @@ func listConformanceRuns(t *testing.T, suite, script string) []conformanceRun {
 
 // conformanceCheck is one check of a scenario's result (the suite's checks.json).
 type conformanceCheck struct {
-	ID           string `json:"id"`
-	Status       string `json:"status"` // SUCCESS, FAILURE, WARNING, SKIPPED, INFO
-	ErrorMessage string `json:"errorMessage"`
+	ID           string          `json:"id"`
+	Status       string          `json:"status"` // SUCCESS, FAILURE, WARNING, SKIPPED, INFO
+	ErrorMessage string          `json:"errorMessage"`
+	Details      json.RawMessage `json:"details"`
+}
+
+// message is the check's error message, else the message in its details (where informational
+// checks say why they did not apply).
+func (c conformanceCheck) message() string {
+	if c.ErrorMessage != "" {
+		return oneLine(c.ErrorMessage)
+	}
+	var d struct {
+		Message any `json:"message"`
+	}
+	if json.Unmarshal(c.Details, &d) == nil {
+		if m, ok := d.Message.(string); ok {
+			return oneLine(m)
+		}
+	}
+	return ""
 }
 
 // conformanceResult is what one run of a scenario against one URL found.
@@ -96,29 +114,34 @@ func (r conformanceResult) problems() []string {
 	}
 	var ps []string
 	for _, c := range r.statuses("FAILURE") {
-		ps = append(ps, c.ID+": "+oneLine(c.ErrorMessage))
+		ps = append(ps, c.ID+": "+c.message())
 	}
 	if len(ps) == 0 && len(r.statuses("SUCCESS")) == 0 {
-		ps = append(ps, "no check succeeded")
+		p := "no check succeeded"
+		for _, c := range r.checks {
+			if c.Status != "SUCCESS" && c.message() != "" {
+				p += " (" + c.Status + " " + c.ID + ": " + c.message() + ")"
+				break
+			}
+		}
+		ps = append(ps, p)
 	}
 	return ps
 }
 
-// lostThrough are the problems of a run through the gateway against the same run directly: its
-// failed checks, and the checks that succeeded directly but were skipped through the gateway
-// (a feature the gateway hid, such as an extension it did not pass on).
+// lostThrough are the problems of a run through the gateway against the same run directly (which
+// passed): everything that keeps it from passing (failed checks, no result, no check succeeded),
+// and the checks that succeeded directly but were skipped through the gateway (a feature the
+// gateway hid, such as an extension it did not pass on).
 func lostThrough(direct, gateway conformanceResult) []string {
-	ps := gateway.problems()
-	if gateway.checks == nil {
-		return ps
-	}
-	if len(gateway.statuses("FAILURE")) == 0 {
-		ps = nil
+	var ps []string
+	if !gateway.passed() {
+		ps = gateway.problems()
 	}
 	for _, d := range direct.statuses("SUCCESS") {
 		for _, g := range gateway.statuses("SKIPPED") {
 			if g.ID == d.ID {
-				ps = append(ps, g.ID+": skipped through the gateway: "+oneLine(g.ErrorMessage))
+				ps = append(ps, g.ID+": skipped through the gateway: "+g.message())
 			}
 		}
 	}
@@ -322,9 +345,10 @@ func TestVerdictOfAConformanceRun(t *testing.T) {
 		{"no result through the gateway", res(ok("a")), conformanceResult{output: "Error: socket hang up\n"}, true, []string{"no result: Error: socket hang up"}},
 		{"a check skipped only through the gateway", res(ok("a"), ok("ext")), res(ok("a"), skip("ext")), true, []string{"ext: skipped through the gateway: not declared"}},
 		{"informational instead of success is not a loss", res(ok("sse"), ok("b")), res(info("sse"), ok("b")), true, nil},
+		{"nothing succeeded through the gateway", res(ok("sse")), res(conformanceCheck{ID: "sse", Status: "INFO", Details: json.RawMessage(`{"message": "JSON, not SSE"}`)}), true, []string{"no check succeeded (INFO sse: JSON, not SSE)"}},
 		{"skipped on both sides", res(ok("a"), skip("ext")), res(ok("a"), skip("ext")), true, nil},
 		{"a failure directly", res(ok("a"), fail("b", "x")), res(ok("a")), false, nil},
-		{"nothing succeeded directly", res(skip("a"), info("b")), res(skip("a")), false, nil},
+		{"nothing succeeded directly", res(skip("a"), info("b")), res(ok("a")), false, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := tc.direct.passed(); got != tc.passed {
