@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -417,7 +418,7 @@ func outcome(err error) (string, *mcphttp.Error) {
 	case err == nil:
 		return decisionlog.StatusOK, nil
 	case errors.As(err, &rpc):
-		return decisionlog.StatusError, &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+		return decisionlog.StatusError, clientError(rpc)
 	case errors.As(err, &refused):
 		return decisionlog.StatusError, refused
 	case errors.As(err, &unavailable):
@@ -429,6 +430,34 @@ func outcome(err error) (string, *mcphttp.Error) {
 	}
 	return decisionlog.StatusError, nil
 }
+
+// clientError is an upstream's JSON-RPC error as its client gets it: the same error. A
+// MissingRequiredClientCapability error (-32021, which a 2026-07-28 client gets with HTTP 400)
+// also names in its message the capabilities its data lists when the server's message does not,
+// so that a client of an earlier version, which has no such code, learns what it lacks.
+func clientError(rpc *upstream.RPCError) *mcphttp.Error {
+	e := &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+	if rpc.Code != mcphttp.CodeMissingClientCapability {
+		return e
+	}
+	var data struct {
+		Required map[string]json.RawMessage `json:"requiredCapabilities"`
+	}
+	json.Unmarshal(rpc.Data, &data)
+	var unnamed []string
+	for _, name := range sortedKeys(data.Required) {
+		if !strings.Contains(e.Message, name) && len(unnamed) < maxNamedCapabilities {
+			unnamed = append(unnamed, bounded(name, 64))
+		}
+	}
+	if len(unnamed) > 0 {
+		e.Message += " (the client did not declare the capabilities: " + strings.Join(unnamed, ", ") + ")"
+	}
+	return e
+}
+
+// maxNamedCapabilities bounds the capabilities clientError names.
+const maxNamedCapabilities = 8
 
 func upstreamProblem(ref string, err error, decisionID string) string {
 	var unavailable *upstream.ErrUnavailable

@@ -288,7 +288,7 @@ func forwardError(err error) *mcphttp.Error {
 	var refused *mcphttp.Error
 	switch {
 	case errors.As(err, &rpc):
-		return &mcphttp.Error{Code: rpc.Code, Message: rpc.Message, Data: rpc.Data}
+		return clientError(rpc)
 	case errors.As(err, &refused):
 		return refused
 	}

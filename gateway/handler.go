@@ -9,6 +9,7 @@ import (
 
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/enforce"
 )
@@ -30,6 +31,10 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 		req.Params = withoutHopMeta(req.Params)
 	}
 	call := &call{g: g, s: s, agent: req.Endpoint, req: req, caller: identity.CallerFrom(ctx)}
+	// What the gateway sends upstream for this request declares this client's capabilities (to a
+	// 2026-07-28 server), so that a server needing one the client lacks refuses the request with
+	// MissingRequiredClientCapability instead of asking for what the gateway would not forward.
+	ctx = upstream.WithClientCapabilities(ctx, req.Capabilities())
 	switch req.Method {
 	case "initialize":
 		return g.initialize(req), nil
