@@ -430,7 +430,7 @@ func runRegoTests(t *testing.T, mods map[string]*ast.Module) regoRun {
 		SetModules(mods).
 		SetCoverageQueryTracer(cov).
 		RaiseBuiltinErrors(true).
-		SetTimeout(30*time.Second).
+		SetTimeout(3*time.Minute). // a bound against a hang, not a speed check: the largest table tests take tens of seconds under -race on a busy machine
 		RunTests(ctx, txn)
 	if err != nil {
 		t.Fatalf("running Rego tests: %v", err)
