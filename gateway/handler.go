@@ -72,6 +72,14 @@ func (h *handler) Serve(ctx context.Context, req *mcphttp.Request) (any, error) 
 		return call.complete(ctx)
 	case "tasks/get", "tasks/result", "tasks/update", "tasks/cancel", "tasks/list":
 		return call.task(ctx)
+	case "skills/list", "skills/get", "resources/directory/read":
+		if g.skillsCapability(req.Endpoint) == nil {
+			break // no server of the agent serves skills: the methods do not exist here
+		}
+		if req.Method == "skills/list" {
+			return call.listSkills(ctx)
+		}
+		return call.readSkill(ctx, req.Method)
 	}
 	return nil, mcphttp.Errorf(mcphttp.CodeMethodNotFound, "method %q is not supported", req.Method)
 }
@@ -90,6 +98,7 @@ func (g *Gateway) initialize(req *mcphttp.Request) any {
 		"instructions":    instructions(req.Endpoint),
 	}
 	g.addTasksCapability(res["capabilities"].(map[string]any), req)
+	g.addSkillsCapability(res["capabilities"].(map[string]any), req.Endpoint)
 	return res
 }
 
@@ -101,6 +110,7 @@ func (g *Gateway) discover(req *mcphttp.Request) any {
 	if key, tasks := g.tasksCapability(req.Endpoint, protocolTasksExtension); tasks != nil {
 		caps[key] = tasks
 	}
+	g.addSkillsCapability(caps, req.Endpoint)
 	return map[string]any{
 		"supportedVersions": g.transport.SupportedVersions(),
 		"capabilities":      caps,
