@@ -100,6 +100,7 @@ const (
 // are several (it must never reach another caller's client).
 func (s *Server) serverRequests(c *conn) transport.RequestHandler {
 	return func(ctx context.Context, req transport.JSONRPCRequest) (*transport.JSONRPCResponse, error) {
+		c.heard.Add(1)
 		if req.Method == string(mcp.MethodPing) {
 			return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
 		}

@@ -27,6 +27,7 @@ const (
 	DefaultHealthInterval = 10 * time.Second
 	DefaultBackoffInitial = 200 * time.Millisecond
 	DefaultBackoffMax     = 30 * time.Second
+	DefaultPingTimeout    = 5 * time.Second
 	connectTimeout        = 60 * time.Second
 )
 
@@ -35,6 +36,10 @@ type Options struct {
 	Dial           DialOptions
 	CallTimeout    time.Duration // per request, unless the manifest sets one (default 60s)
 	HealthInterval time.Duration // ping period (default 10s)
+	// PingTimeout is how long a health check waits for its answer (default 5s). A server that
+	// answers none of its requests for that long is lost; one that answers others meanwhile is
+	// busy, not lost.
+	PingTimeout    time.Duration
 	BackoffInitial time.Duration // first restart delay (default 200ms), doubling to BackoffMax
 	BackoffMax     time.Duration // default 30s
 	Logger         *slog.Logger
@@ -147,6 +152,9 @@ type conn struct {
 	// transport would give it 30 seconds).
 	answer  func(context.Context, *transport.JSONRPCResponse)
 	refresh chan struct{}
+	// heard counts the messages the server sent on the connection (answers, notifications,
+	// requests): the health check's evidence that a server slow to answer it is still there.
+	heard atomic.Int64
 }
 
 // modern reports whether the connection speaks 2026-07-28 or later: stateless requests that
@@ -164,8 +172,12 @@ func (c *conn) send(ctx context.Context, cl *call, id mcp.RequestId, method stri
 	if len(params) > 0 {
 		p = params
 	}
-	return c.c.GetTransport().SendRequest(streamOf(ctx, cl), transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id,
+	resp, err := c.c.GetTransport().SendRequest(streamOf(ctx, cl), transport.JSONRPCRequest{JSONRPC: mcp.JSONRPC_VERSION, ID: id,
 		Method: method, Params: p, Header: header})
+	if err == nil {
+		c.heard.Add(1)
+	}
+	return resp, err
 }
 
 // Start begins supervising the server described by t. Close stops it.
@@ -178,6 +190,9 @@ func Start(t *manifest.Tool, opts Options) *Server {
 	}
 	if opts.HealthInterval <= 0 {
 		opts.HealthInterval = DefaultHealthInterval
+	}
+	if opts.PingTimeout <= 0 {
+		opts.PingTimeout = DefaultPingTimeout
 	}
 	if opts.BackoffInitial <= 0 {
 		opts.BackoffInitial = DefaultBackoffInitial
@@ -666,16 +681,23 @@ func (s *Server) monitor(ctx context.Context, c *conn) string {
 }
 
 // ping checks that the connection still carries messages. Any answer, even an error, means the
-// server is there; only a transport failure or silence means it is gone. 2026-07-28 has no ping:
-// server/discover is asked instead.
+// server is there; only a transport failure or silence means it is gone. Silence is the
+// connection's: a ping left unanswered while the server answered other requests (a busy server,
+// or a starved machine) is not a lost server, whose calls in flight would fail with it.
+// 2026-07-28 has no ping: server/discover is asked instead.
 func (s *Server) ping(ctx context.Context, c *conn) error {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	heard := c.heard.Load()
+	pctx, cancel := context.WithTimeout(ctx, s.opts.PingTimeout)
 	defer cancel()
 	method := string(mcp.MethodPing)
 	if c.modern() {
 		method = string(mcp.MethodServerDiscover)
 	}
-	_, err := c.send(ctx, nil, mcp.NewRequestId("lush-ping-"+strconv.FormatInt(s.nextID.Add(1), 10)), method, nil, nil)
+	_, err := c.send(pctx, nil, mcp.NewRequestId("lush-ping-"+strconv.FormatInt(s.nextID.Add(1), 10)), method, nil, nil)
+	if err != nil && ctx.Err() == nil && errors.Is(pctx.Err(), context.DeadlineExceeded) && c.heard.Load() != heard {
+		s.opts.Logger.Warn("MCP server slow to answer its health check, but answering other requests", "ref", s.tool.Ref, "timeout", s.opts.PingTimeout)
+		return nil
+	}
 	return err
 }
 
@@ -699,6 +721,7 @@ func (s *Server) refresh(ctx context.Context, c *conn) error {
 }
 
 func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
+	c.heard.Add(1)
 	params, _ := json.Marshal(n.Params.AdditionalFields)
 	switch n.Method {
 	case "notifications/progress":
