@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -445,7 +446,7 @@ func clientError(rpc *upstream.RPCError) *mcphttp.Error {
 	}
 	json.Unmarshal(rpc.Data, &data)
 	var unnamed []string
-	for _, name := range sortedKeys(data.Required) {
+	for _, name := range slices.Sorted(maps.Keys(data.Required)) {
 		if !strings.Contains(e.Message, name) && len(unnamed) < maxNamedCapabilities {
 			unnamed = append(unnamed, bounded(name, 64))
 		}

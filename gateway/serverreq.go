@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 
@@ -219,7 +220,7 @@ func (sc *serverCall) decideInputs(ctx context.Context, result json.RawMessage, 
 		return nil, fmt.Errorf("the server asks for %d inputs at once, more than the %d the gateway passes on", len(r.InputRequests), maxInputRequests)
 	}
 	var undeclared error
-	for _, key := range sortedKeys(r.InputRequests) {
+	for _, key := range slices.Sorted(maps.Keys(r.InputRequests)) {
 		var q inputRequest
 		if json.Unmarshal(r.InputRequests[key], &q) != nil {
 			return nil, fmt.Errorf("input request %q is not a request object", key)
@@ -258,7 +259,7 @@ func (sc *serverCall) fulfil(ctx context.Context, r *inputRequired) (map[string]
 	}
 	ask := sc.asker()
 	out := make(map[string]json.RawMessage, len(r.InputRequests))
-	for _, key := range sortedKeys(r.InputRequests) {
+	for _, key := range slices.Sorted(maps.Keys(r.InputRequests)) {
 		var q inputRequest
 		if json.Unmarshal(r.InputRequests[key], &q) != nil {
 			return nil, fmt.Errorf("input request %q is not a request object", key)
@@ -290,15 +291,6 @@ func withInput(params json.RawMessage, responses map[string]json.RawMessage, sta
 		p["requestState"], _ = json.Marshal(state)
 	}
 	return json.Marshal(p)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 // request sends a call upstream with the server requests it brings answered as the client's
