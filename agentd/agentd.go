@@ -162,6 +162,16 @@ func (s *Server) Deploy(m *manifest.Manifest, hash string) {
 	s.state.Store(&snapshot{hash: hash, manifest: m})
 }
 
+// Deployed returns the current build's manifest and hash; ok is false before the first deploy.
+// The manifest is shared: callers must not modify it.
+func (s *Server) Deployed() (m *manifest.Manifest, hash string, ok bool) {
+	st := s.state.Load()
+	if st == nil {
+		return nil, "", false
+	}
+	return st.manifest, st.hash, true
+}
+
 // EndStreams ends the MCP streams of the agents' endpoints for a graceful stop, as the gateway's
 // EndStreams does. Chats in flight are requests the HTTP server waits for.
 func (s *Server) EndStreams(ctx context.Context) error { return s.transport.Shutdown(ctx) }

@@ -1,0 +1,145 @@
+// Package a2a serves Lush's agents as Agent2Agent (A2A) servers: per agent, an Agent Card at
+// the A2A well-known path and the A2A JSON-RPC methods over HTTP. It sits beside agentd (which
+// serves the same agents as chat and MCP endpoints) and runs each A2A message through
+// agentd's one runner, Server.Invoke, as a chat is run.
+package a2a
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/a2aproject/a2a-go/a2a"
+
+	"github.com/lush-agents/lush/internal/manifest"
+)
+
+// ProtocolVersion is the A2A protocol version the cards declare (a2a-go v0.3.3 speaks 0.3).
+const ProtocolVersion = "0.3.0"
+
+// Security scheme names in the cards.
+const (
+	SchemeBearer = "bearer" // "Authorization: Bearer <token>": a JWT, OAuth access token or delegation token
+	schemeOIDC   = "oidc"   // prefix of one OpenID Connect scheme per trusted issuer: oidc, oidc-2, ...
+)
+
+// Limits on what a card carries, so a card stays small whatever the manifest holds.
+const (
+	maxSkills      = 256
+	maxDescription = 2048
+)
+
+// CardOptions says where an agent is served and how callers authenticate.
+type CardOptions struct {
+	// BaseURL is the public URL of agentd's API (scheme and host, optionally a path prefix):
+	// the agent's A2A endpoint is BaseURL/agents/{name}/a2a. Required.
+	BaseURL string
+	// Revision is the deployed build's hash: the card's version. Required.
+	Revision string
+	// Issuers are the OpenID Connect issuers whose tokens the gate accepts (identity config),
+	// each published as an openIdConnect scheme; bearer is always published.
+	Issuers []string
+}
+
+// EndpointPath is the path of an agent's A2A JSON-RPC endpoint under agentd's API.
+func EndpointPath(agent string) string { return "/agents/" + url.PathEscape(agent) + "/a2a" }
+
+// CardPath is the path of an agent's Agent Card: the A2A well-known path under its endpoint.
+func CardPath(agent string) string {
+	return EndpointPath(agent) + "/.well-known/agent-card.json"
+}
+
+// Card is the Agent Card of agent a of manifest m: its name, its description from the spec,
+// one skill per skill and per allowed tool, and the security schemes the gate accepts (any one
+// of them suffices).
+func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCard, error) {
+	if a == nil || a.Name == "" {
+		return nil, errors.New("agent: required")
+	}
+	base, err := url.Parse(o.BaseURL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("base_url: %q is not an http(s) URL with a host", o.BaseURL)
+	}
+	if o.Revision == "" {
+		return nil, errors.New("revision: required (the deployed build's hash)")
+	}
+	schemes := a2a.NamedSecuritySchemes{
+		SchemeBearer: a2a.HTTPAuthSecurityScheme{Scheme: "bearer", BearerFormat: "JWT",
+			Description: "a JWT from a configured issuer, an OAuth access token for this resource, or a delegation token from agentd"},
+	}
+	security := []a2a.SecurityRequirements{{SchemeBearer: a2a.SecuritySchemeScopes{}}}
+	for i, iss := range o.Issuers {
+		u, err := url.Parse(iss)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("issuers[%d]: %q is not an http(s) URL with a host", i, iss)
+		}
+		name := a2a.SecuritySchemeName(schemeOIDC)
+		if i > 0 {
+			name = a2a.SecuritySchemeName(fmt.Sprintf("%s-%d", schemeOIDC, i+1))
+		}
+		schemes[name] = a2a.OpenIDConnectSecurityScheme{
+			OpenIDConnectURL: strings.TrimSuffix(iss, "/") + "/.well-known/openid-configuration"}
+		security = append(security, a2a.SecurityRequirements{name: a2a.SecuritySchemeScopes{}})
+	}
+	skills, err := skillsOf(m, a)
+	if err != nil {
+		return nil, err
+	}
+	endpoint := strings.TrimSuffix(base.String(), "/") + EndpointPath(a.Name)
+	return &a2a.AgentCard{
+		Name:               a.Name,
+		Description:        bounded(a.Description),
+		URL:                endpoint,
+		PreferredTransport: a2a.TransportProtocolJSONRPC,
+		ProtocolVersion:    ProtocolVersion,
+		Version:            o.Revision,
+		Capabilities:       a2a.AgentCapabilities{Streaming: true},
+		DefaultInputModes:  []string{"text/plain"},
+		DefaultOutputModes: []string{"text/plain"},
+		Skills:             skills,
+		SecuritySchemes:    schemes,
+		Security:           security,
+	}, nil
+}
+
+// skillsOf derives an agent's A2A skills: its skills (as resolved in the manifest), then the
+// tools it may call (tagged with their access class), in manifest order.
+func skillsOf(m *manifest.Manifest, a *manifest.Agent) ([]a2a.AgentSkill, error) {
+	skills := []a2a.AgentSkill{}
+	for _, ref := range a.Skills {
+		i := slices.IndexFunc(m.Skills, func(s manifest.Skill) bool { return s.Ref == ref })
+		if i < 0 {
+			return nil, fmt.Errorf("agent %s: skills: %q is not among the manifest's skills", a.Name, ref)
+		}
+		s := m.Skills[i]
+		skills = append(skills, a2a.AgentSkill{ID: "skill:" + s.Ref, Name: s.Name, Description: bounded(s.Description),
+			Tags: []string{"skill"}})
+	}
+	for _, t := range a.Tools {
+		desc := "calls " + t.Ref
+		if len(t.Only) > 0 {
+			desc += " (" + strings.Join(t.Only, ", ") + ")"
+		}
+		skills = append(skills, a2a.AgentSkill{ID: "tool:" + t.Ref, Name: t.Ref, Description: bounded(desc),
+			Tags: []string{"tool", t.Access}})
+	}
+	if len(skills) > maxSkills {
+		return nil, fmt.Errorf("agent %s: %d skills and tools, more than an Agent Card carries (%d)", a.Name, len(skills), maxSkills)
+	}
+	return skills, nil
+}
+
+// bounded cuts s to maxDescription bytes at a rune boundary.
+func bounded(s string) string {
+	if len(s) <= maxDescription {
+		return s
+	}
+	s = s[:maxDescription]
+	for !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s + "…"
+}
