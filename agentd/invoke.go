@@ -27,6 +27,9 @@ type Invocation struct {
 	History []model.Message // earlier turns of the conversation, if any
 	// OnEvent, when set, receives the invocation's progress as it happens (streaming).
 	OnEvent func(Event)
+	// OnStart, when set, is called once the invocation is allowed, before it runs, with its id
+	// (the agent/invoke decision's): a denied invocation never calls it.
+	OnStart func(id string)
 }
 
 // Event is a step of an invocation, for streaming clients.
@@ -133,6 +136,9 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 		return nil, &DeniedError{DecisionID: v.ID, Reasons: v.Reasons, Outcome: v.Outcome, RetryAfter: v.RetryAfter}
 	}
 
+	if inv.OnStart != nil {
+		inv.OnStart(v.ID)
+	}
 	res := &Result{ID: v.ID, Agent: a.Name, Model: a.Model, Revision: st.hash, Chain: chain, Tools: []ToolCall{}}
 	if sc := span.SpanContext(); sc.IsValid() {
 		res.TraceID = sc.TraceID().String()
@@ -242,4 +248,15 @@ func statusOf(parent, loop context.Context, err error, cfg Config) (status, msg 
 		return decisionlog.StatusTimeout, fmt.Sprintf("the invocation did not finish within %s", cfg.Timeout)
 	}
 	return decisionlog.StatusError, err.Error()
+}
+
+// DecideTask decides an operation on a task an invocation of agent created (action
+// authz.ActionTasksRead or authz.ActionTasksCancel), for caller, as the gateway decides those
+// on an upstream's task: task names the task as recorded when it was created (Principal ""
+// for an unknown task, which is decided too, and denied, so that probing is logged).
+func (s *Server) DecideTask(ctx context.Context, caller identity.Caller, agent, action string, task authz.Task) *enforce.Verdict {
+	in := invokeInput(caller, agent)
+	in.Action = action
+	in.Task = &task
+	return s.enforcer.Decide(ctx, in)
 }

@@ -44,6 +44,24 @@ type CardOptions struct {
 	Issuers []string
 }
 
+// check checks the options but the revision (set per build).
+func (o CardOptions) check() error {
+	if !httpURL(o.BaseURL) {
+		return fmt.Errorf("base_url: %q is not an http(s) URL with a host", o.BaseURL)
+	}
+	for i, iss := range o.Issuers {
+		if !httpURL(iss) {
+			return fmt.Errorf("issuers[%d]: %q is not an http(s) URL with a host", i, iss)
+		}
+	}
+	return nil
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // EndpointPath is the path of an agent's A2A JSON-RPC endpoint under agentd's API.
 func EndpointPath(agent string) string { return "/agents/" + url.PathEscape(agent) + "/a2a" }
 
@@ -59,9 +77,8 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 	if a == nil || a.Name == "" {
 		return nil, errors.New("agent: required")
 	}
-	base, err := url.Parse(o.BaseURL)
-	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
-		return nil, fmt.Errorf("base_url: %q is not an http(s) URL with a host", o.BaseURL)
+	if err := o.check(); err != nil {
+		return nil, err
 	}
 	if o.Revision == "" {
 		return nil, errors.New("revision: required (the deployed build's hash)")
@@ -72,10 +89,6 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 	}
 	security := []a2a.SecurityRequirements{{SchemeBearer: a2a.SecuritySchemeScopes{}}}
 	for i, iss := range o.Issuers {
-		u, err := url.Parse(iss)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return nil, fmt.Errorf("issuers[%d]: %q is not an http(s) URL with a host", i, iss)
-		}
 		name := a2a.SecuritySchemeName(schemeOIDC)
 		if i > 0 {
 			name = a2a.SecuritySchemeName(fmt.Sprintf("%s-%d", schemeOIDC, i+1))
@@ -88,10 +101,10 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 	if err != nil {
 		return nil, err
 	}
-	endpoint := strings.TrimSuffix(base.String(), "/") + EndpointPath(a.Name)
+	endpoint := strings.TrimSuffix(o.BaseURL, "/") + EndpointPath(a.Name)
 	return &a2a.AgentCard{
 		Name:               a.Name,
-		Description:        bounded(a.Description),
+		Description:        bounded(a.Description, maxDescription),
 		URL:                endpoint,
 		PreferredTransport: a2a.TransportProtocolJSONRPC,
 		ProtocolVersion:    ProtocolVersion,
@@ -115,7 +128,7 @@ func skillsOf(m *manifest.Manifest, a *manifest.Agent) ([]a2a.AgentSkill, error)
 			return nil, fmt.Errorf("agent %s: skills: %q is not among the manifest's skills", a.Name, ref)
 		}
 		s := m.Skills[i]
-		skills = append(skills, a2a.AgentSkill{ID: "skill:" + s.Ref, Name: s.Name, Description: bounded(s.Description),
+		skills = append(skills, a2a.AgentSkill{ID: "skill:" + s.Ref, Name: s.Name, Description: bounded(s.Description, maxDescription),
 			Tags: []string{"skill"}})
 	}
 	for _, t := range a.Tools {
@@ -123,7 +136,7 @@ func skillsOf(m *manifest.Manifest, a *manifest.Agent) ([]a2a.AgentSkill, error)
 		if len(t.Only) > 0 {
 			desc += " (" + strings.Join(t.Only, ", ") + ")"
 		}
-		skills = append(skills, a2a.AgentSkill{ID: "tool:" + t.Ref, Name: t.Ref, Description: bounded(desc),
+		skills = append(skills, a2a.AgentSkill{ID: "tool:" + t.Ref, Name: t.Ref, Description: bounded(desc, maxDescription),
 			Tags: []string{"tool", t.Access}})
 	}
 	if len(skills) > maxSkills {
@@ -132,12 +145,12 @@ func skillsOf(m *manifest.Manifest, a *manifest.Agent) ([]a2a.AgentSkill, error)
 	return skills, nil
 }
 
-// bounded cuts s to maxDescription bytes at a rune boundary.
-func bounded(s string) string {
-	if len(s) <= maxDescription {
+// bounded cuts s to n bytes at a rune boundary, marking the cut.
+func bounded(s string, n int) string {
+	if len(s) <= n {
 		return s
 	}
-	s = s[:maxDescription]
+	s = s[:n]
 	for !utf8.ValidString(s) {
 		s = s[:len(s)-1]
 	}
