@@ -23,6 +23,7 @@ const ProtocolVersion = "0.3.0"
 // Security scheme names in the cards.
 const (
 	SchemeBearer = "bearer" // "Authorization: Bearer <token>": a JWT, OAuth access token or delegation token
+	SchemeAPIKey = "apiKey" // the X-API-Key header
 	schemeOIDC   = "oidc"   // prefix of one OpenID Connect scheme per trusted issuer: oidc, oidc-2, ...
 )
 
@@ -39,6 +40,8 @@ type CardOptions struct {
 	BaseURL string
 	// Revision is the deployed build's hash: the card's version. Required.
 	Revision string
+	// APIKeys publishes the apiKey scheme (the X-API-Key header) when API keys are configured.
+	APIKeys bool
 	// Issuers are the OpenID Connect issuers whose tokens the gate accepts (identity config),
 	// each published as an openIdConnect scheme; bearer is always published.
 	Issuers []string
@@ -88,6 +91,11 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 			Description: "a JWT from a configured issuer, an OAuth access token for this resource, or a delegation token from agentd"},
 	}
 	security := []a2a.SecurityRequirements{{SchemeBearer: a2a.SecuritySchemeScopes{}}}
+	if o.APIKeys {
+		schemes[SchemeAPIKey] = a2a.APIKeySecurityScheme{In: a2a.APIKeySecuritySchemeInHeader, Name: "X-API-Key",
+			Description: "an API key configured in the server's auth.api_keys"}
+		security = append(security, a2a.SecurityRequirements{SchemeAPIKey: a2a.SecuritySchemeScopes{}})
+	}
 	for i, iss := range o.Issuers {
 		name := a2a.SecuritySchemeName(schemeOIDC)
 		if i > 0 {

@@ -64,7 +64,7 @@ func TestCard(t *testing.T) {
 					t.Errorf("security = %v, %v; want bearer only", c.SecuritySchemes, c.Security)
 				}
 			}},
-		{name: "issuers", agent: "bare", opts: CardOptions{BaseURL: "http://127.0.0.1:8080", Revision: "r", Issuers: []string{"https://idp.example/", "https://other.example"}},
+		{name: "issuers", agent: "bare", opts: CardOptions{BaseURL: "http://127.0.0.1:8080", Revision: "r", APIKeys: true, Issuers: []string{"https://idp.example/", "https://other.example"}},
 			check: func(t *testing.T, c *a2a.AgentCard) {
 				if len(c.Skills) != 0 || c.Skills == nil {
 					t.Errorf("skills = %#v, want empty and not null", c.Skills)
@@ -73,7 +73,11 @@ func TestCard(t *testing.T) {
 					t.Errorf("description of %d bytes is not cut", len(c.Description))
 				}
 				oidc, ok := c.SecuritySchemes["oidc-2"].(a2a.OpenIDConnectSecurityScheme)
-				if !ok || oidc.OpenIDConnectURL != "https://other.example/.well-known/openid-configuration" || len(c.Security) != 3 {
+				key, _ := c.SecuritySchemes[SchemeAPIKey].(a2a.APIKeySecurityScheme)
+				if key.Name != "X-API-Key" || key.In != a2a.APIKeySecuritySchemeInHeader {
+					t.Errorf("apiKey scheme = %+v", key)
+				}
+				if !ok || oidc.OpenIDConnectURL != "https://other.example/.well-known/openid-configuration" || len(c.Security) != 4 {
 					t.Errorf("security = %v, %v", c.SecuritySchemes, c.Security)
 				}
 			}},

@@ -52,6 +52,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/lush-agents/lush/agentd"
+	a2aserver "github.com/lush-agents/lush/agentd/a2a"
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/audit/audithttp"
 	"github.com/lush-agents/lush/gateway"
@@ -102,6 +103,7 @@ func (e *ConfigError) Unwrap() error { return e.Err }
 type Stack struct {
 	Gateway   *gateway.Gateway
 	Agents    *agentd.Server       // nil without Config.Agents
+	A2A       *a2aserver.Server    // the agents as A2A servers; nil without Config.Agents
 	Scheduler *scheduler.Scheduler // nil without Config.Scheduler
 	Metrics   *telemetry.Metrics
 	Policy    *enforce.Policy // the policy every part decides with
@@ -170,6 +172,11 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 		acfg.GatewayURL, acfg.AllowedHosts, acfg.ArgumentLimits = self, gcfg.AllowedHosts, gcfg.ArgumentLimits()
 		if s.Agents, err = agentd.New(acfg, agentd.Options{Model: cfg.Model, Signer: signer, Auth: s.auth, AuthFailures: s.failures, Policy: s.Policy,
 			Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
+			return nil, &ConfigError{err}
+		}
+		// The same agents over A2A, behind the same authentication, run by the same runner.
+		if s.A2A, err = a2aserver.New(s.Agents, &policyhttp.Gate{Auth: s.auth, Failures: s.failures},
+			a2aserver.CardOptions{BaseURL: gcfg.Auth.ResourceURL, APIKeys: len(gcfg.Auth.APIKeys) > 0}); err != nil {
 			return nil, &ConfigError{err}
 		}
 	}
@@ -257,6 +264,9 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 		mux.Handle("GET /metrics", gw)
 		mux.Handle("/agents", s.Agents.Handler())
 		mux.Handle("/agents/", s.Agents.Handler())
+		a2a := s.A2A.Handler()
+		mux.Handle("/agents/{agent}/a2a", a2a)
+		mux.Handle("/agents/{agent}/a2a/", a2a)
 	}
 	if s.Scheduler != nil {
 		mux.Handle("/loops", s.Scheduler.Handler())
