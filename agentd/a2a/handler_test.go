@@ -118,6 +118,11 @@ func TestSendMessage(t *testing.T) {
 		{name: "no text", client: alice, params: userText("  "), wantErr: a2a.ErrInvalidParams, errText: "message.parts"},
 		{name: "not text", client: alice, params: &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.DataPart{Data: map[string]any{"x": 1}})},
 			wantErr: a2a.ErrUnsupportedContentType, errText: "message.parts[0]"},
+		{name: "too much text", client: alice, params: &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser,
+			a2a.TextPart{Text: strings.Repeat("x", maxText/2)}, a2a.TextPart{Text: strings.Repeat("x", maxText/2)})},
+			wantErr: a2a.ErrInvalidParams, errText: "more than 4194304 bytes"},
+		{name: "continuing a task", client: alice, params: &a2a.MessageSendParams{Message: &a2a.Message{ID: "m", Role: a2a.MessageRoleUser,
+			TaskID: "t1", Parts: a2a.ContentParts{a2a.TextPart{Text: "more"}}}}, wantErr: a2a.ErrUnsupportedOperation, errText: "message.taskId"},
 		{name: "agent role", client: alice, params: &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleAgent, a2a.TextPart{Text: "hi"})},
 			wantErr: a2a.ErrInvalidParams, errText: "message.role"},
 	} {
