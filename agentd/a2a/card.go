@@ -68,9 +68,11 @@ func httpURL(s string) bool {
 // EndpointPath is the path of an agent's A2A JSON-RPC endpoint under agentd's API.
 func EndpointPath(agent string) string { return "/agents/" + url.PathEscape(agent) + "/a2a" }
 
-// CardPath is the path of an agent's Agent Card: the A2A well-known path under its endpoint.
+// CardPath is the path of an agent's Agent Card: the A2A well-known path under the agent's base
+// path, /agents/{name}. It is served under the endpoint too (EndpointPath + the well-known
+// path): clients differ in how they resolve the well-known path against the URL they are given.
 func CardPath(agent string) string {
-	return EndpointPath(agent) + "/.well-known/agent-card.json"
+	return "/agents/" + url.PathEscape(agent) + "/.well-known/agent-card.json"
 }
 
 // Card is the Agent Card of agent a of manifest m: its name, its description from the spec,

@@ -50,13 +50,16 @@ func New(agents Agents, gate *policyhttp.Gate, card CardOptions) (*Server, error
 
 // Handler serves, for every agent of the deployed build, behind the gate:
 //
-//	GET  /agents/{agent}/a2a/.well-known/agent-card.json  the agent's Agent Card
+//	GET  /agents/{agent}/.well-known/agent-card.json      the agent's Agent Card (also under
+//	     /agents/{agent}/a2a/: clients resolve the well-known path against a URL differently)
 //	POST /agents/{agent}/a2a                              A2A JSON-RPC: message/send,
 //	     message/stream (SSE), tasks/get, tasks/cancel
 func (s *Server) Handler() http.Handler {
 	rpc := a2asrv.NewJSONRPCHandler((*handler)(s))
 	mux := http.NewServeMux()
-	mux.Handle("GET /agents/{agent}/a2a/.well-known/agent-card.json", s.gate.Authenticated(CardHandler(s.agents, s.card)))
+	card := s.gate.Authenticated(CardHandler(s.agents, s.card))
+	mux.Handle("GET /agents/{agent}/.well-known/agent-card.json", card)
+	mux.Handle("GET /agents/{agent}/a2a/.well-known/agent-card.json", card)
 	mux.Handle("POST /agents/{agent}/a2a", s.gate.Authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxBody)
 		ctx := context.WithValue(r.Context(), agentKey{}, r.PathValue("agent"))

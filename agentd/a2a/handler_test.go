@@ -253,3 +253,32 @@ func TestCancel(t *testing.T) {
 		t.Errorf("states = %s", got)
 	}
 }
+
+// TestCardPaths: the card is found from the agent's base URL and from its endpoint's, and not
+// without credentials.
+func TestCardPaths(t *testing.T) {
+	srv, _ := serve(t)
+	for _, tc := range []struct {
+		name, url, token string
+		status           int
+	}{
+		{name: "base", url: srv.URL + CardPath("triage"), token: "user:alice", status: http.StatusOK},
+		{name: "endpoint", url: srv.URL + EndpointPath("triage") + "/.well-known/agent-card.json", token: "user:alice", status: http.StatusOK},
+		{name: "no credentials", url: srv.URL + CardPath("triage"), status: http.StatusUnauthorized},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequestWithContext(t.Context(), "GET", tc.url, nil)
+			if tc.token != "" {
+				req.Header.Set("Authorization", "Bearer "+tc.token)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tc.status {
+				t.Errorf("status = %d, want %d", resp.StatusCode, tc.status)
+			}
+		})
+	}
+}

@@ -267,6 +267,7 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 		a2a := s.A2A.Handler()
 		mux.Handle("/agents/{agent}/a2a", a2a)
 		mux.Handle("/agents/{agent}/a2a/", a2a)
+		mux.Handle("/agents/{agent}/.well-known/", a2a)
 	}
 	if s.Scheduler != nil {
 		mux.Handle("/loops", s.Scheduler.Handler())
