@@ -55,6 +55,8 @@ func TestReachA2A(t *testing.T) {
 		{"remote-http-endpoint", card(func(c *a2a.AgentCard) { c.URL = "http://agents.example.com/a2a" }), false},
 		{"endpoint-with-credentials", card(func(c *a2a.AgentCard) { c.URL = strings.Replace(c.URL, "http://", "http://u:p@", 1) }), false},
 		{"not-found", raw(http.StatusNotFound, "{}"), false},
+		{"unauthorized", raw(http.StatusUnauthorized, "{}"), true}, // a warning: mcp_credentials declares none
+		{"unauthorized-declared", raw(http.StatusUnauthorized, "{}"), true},
 		{"not-json", raw(http.StatusOK, "<html>"), false},
 		{"too-large", raw(http.StatusOK, `{"name":"`+strings.Repeat("x", 1<<20)+`"}`), false},
 		{"redirect", func(string) http.Handler {
@@ -69,7 +71,11 @@ func TestReachA2A(t *testing.T) {
 			mux.Handle("GET /agent"+a2asrv.WellKnownAgentCardPath, tt.handler(srv.URL))
 			host := strings.TrimPrefix(srv.URL, "http://")
 			ref := "a2a+http://" + host + "/agent"
-			dir := reachProject(t, ref, "write", "", "tool_grants:\n  - tool: "+ref+"\n    grants:\n      - principal: group:engineering\n        access: write\n")
+			extra := "tool_grants:\n  - tool: " + ref + "\n    grants:\n      - principal: group:engineering\n        access: write\n"
+			if strings.HasSuffix(tt.name, "-declared") {
+				extra += "mcp_credentials:\n  " + ref + ":\n    group:engineering: {type: bearer}\n"
+			}
+			dir := reachProject(t, ref, "write", "", extra)
 
 			res := buildOnline(t, dir)
 			if res.OK() != tt.ok {

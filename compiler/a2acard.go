@@ -8,6 +8,7 @@ import (
 
 	"github.com/lush-agents/lush/internal/a2acard"
 	"github.com/lush-agents/lush/internal/toolref"
+	"github.com/lush-agents/lush/vault"
 )
 
 // reachA2A fetches a remote A2A agent's Agent Card and checks it; a card that is missing or that
@@ -24,6 +25,16 @@ func (b *build) reachA2A(ti *toolInfo) {
 	switch {
 	case errors.Is(err, a2acard.ErrBad):
 		badCard(a2acard.Problem(err))
+		return
+	case a2acard.Unauthorized(err) && vault.Needs(b.declaredCredentials(), ti.ref.String()):
+		b.opts.progress(fmt.Sprintf("  ✓ %s: asks for a credential, as mcp_credentials declares (its card is read when the gateway calls it)", ti.ref))
+		return
+	case a2acard.Unauthorized(err):
+		var se *a2acard.StatusError
+		errors.As(err, &se)
+		b.opts.progress(fmt.Sprintf("  ⚠ %s: asks for a credential", ti.ref))
+		b.l.WarnHint(ti.first, "credential-needed", "declare one under mcp_credentials in lush.yaml (docs/credentials.md); calls will fail until then",
+			"A2A agent %s asks for a credential (%s) for its Agent Card, and mcp_credentials declares none for it", ti.ref, se.Status)
 		return
 	case err != nil:
 		b.opts.progress(fmt.Sprintf("  ✗ %s", ti.ref))

@@ -53,7 +53,8 @@ func (c *call) callA2A(ctx context.Context, e *exposed, args any, cred *vault.Cr
 	if err != nil || ref.Kind != toolref.A2A {
 		return nil, fmt.Errorf("call %s: not an A2A agent", e.Ref)
 	}
-	text, _ := args.(map[string]any)["message"].(string)
+	obj, _ := args.(map[string]any)
+	text, _ := obj["message"].(string)
 	if text == "" || len(text) > maxA2AMessage {
 		return nil, fmt.Errorf("call %s: arguments.message must be a string of 1 to %d bytes", e.Ref, maxA2AMessage)
 	}

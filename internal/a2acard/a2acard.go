@@ -50,7 +50,7 @@ func Fetch(ctx context.Context, ref toolref.Ref, headers map[string]string) (*a2
 		return nil, fmt.Errorf("GET %s: %s (an Agent Card is read where the reference names it; no redirects are followed)", ref.AgentCardURL(), resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", ref.AgentCardURL(), resp.Status)
+		return nil, &StatusError{URL: ref.AgentCardURL(), Code: resp.StatusCode, Status: resp.Status}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxSize+1))
 	if err != nil {
@@ -64,6 +64,21 @@ func Fetch(ctx context.Context, ref toolref.Ref, headers map[string]string) (*a2
 		return nil, fmt.Errorf("%w: it is not an AgentCard in JSON: %w", ErrBad, err)
 	}
 	return &card, nil
+}
+
+// StatusError is a card request answered with a status other than 200 (and not a redirect).
+type StatusError struct {
+	URL    string
+	Code   int
+	Status string
+}
+
+func (e *StatusError) Error() string { return "GET " + e.URL + ": " + e.Status }
+
+// Unauthorized reports whether err is a card request the agent refused for want of a credential.
+func Unauthorized(err error) bool {
+	var se *StatusError
+	return errors.As(err, &se) && (se.Code == http.StatusUnauthorized || se.Code == http.StatusForbidden)
 }
 
 // Problem is the text of a Fetch error for a bad card, without the ErrBad prefix.
