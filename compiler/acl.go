@@ -192,13 +192,13 @@ func (b *build) checkCredentials(check func(spec.Scalar[string], string) (princi
 		}
 		ref, _ := toolref.Parse(c.Tool.Value)
 		switch {
-		case ref.Kind != toolref.MCP:
-			b.l.ErrorHint(c.Tool.Pos, "credential-not-mcp", "remove it: only MCP servers receive credentials", "%s is not an MCP server", c.Tool.Value)
+		case ref.Kind != toolref.MCP && ref.Kind != toolref.A2A:
+			b.l.ErrorHint(c.Tool.Pos, "credential-not-mcp", "remove it: only MCP servers and A2A agents receive credentials", "%s is not an MCP server or an A2A agent", c.Tool.Value)
 		case b.tools[c.Tool.Value] == nil:
 			b.l.WarnHint(c.Tool.Pos, "unused-credential", b.refHint(c.Tool.Value, "remove it"), "mcp_credentials configures %s, which no agent uses", c.Tool.Value)
 		case ref.Stdio() && c.Type.Value != "env":
 			b.l.ErrorHint(c.Type.Pos, "credential-type", "use type: env with env: [VARIABLE, …]", "%s is a stdio server: it receives credentials as environment variables", c.Tool.Value)
-		case ref.Remote() && c.Type.Value == "env":
+		case (ref.Remote() || ref.Kind == toolref.A2A) && c.Type.Value == "env":
 			b.l.ErrorHint(c.Type.Pos, "credential-type", "use bearer, oauth, api_key or basic", "%s is a remote server: it receives credentials in HTTP headers", c.Tool.Value)
 		}
 	}

@@ -262,6 +262,9 @@ func (b *build) manifestTool(ti *toolInfo) manifest.Tool {
 	} else {
 		t = manifest.Tool{Ref: ti.ref.String(), Kind: string(ti.ref.Kind)}
 	}
+	if ti.ref.Kind == toolref.A2A {
+		t.A2A = &manifest.A2A{URL: ti.ref.DefaultURL()}
+	}
 	if lt := ti.local; lt != nil {
 		ml := &manifest.LocalTool{Dir: lt.spec.Dir, Description: lt.spec.Description.Value, InputSchema: lt.input, OutputSchema: lt.output, Digest: lt.digest, Skill: lt.skill}
 		for _, c := range lt.spec.Command {

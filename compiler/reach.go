@@ -25,27 +25,42 @@ import (
 const maxParallelReach = 4
 
 // checkReachability connects to every MCP server an agent uses, lists its tools, and checks the
-// named tools and classes against what the server offers.
+// named tools and classes against what the server offers; and fetches and checks the Agent Card
+// of every remote A2A agent an agent uses.
 func (b *build) checkReachability() {
 	res := &upstream.Resolver{ProjectDir: b.p.Dir, NodePrefixes: b.opts.nodePrefixes}
-	var servers []*toolInfo
+	var servers, agents []*toolInfo
 	for _, ref := range b.toolRefs() {
-		if ti := b.tools[ref]; ti.ref.Kind == toolref.MCP {
+		switch ti := b.tools[ref]; ti.ref.Kind {
+		case toolref.MCP:
 			servers = append(servers, ti)
+		case toolref.A2A:
+			agents = append(agents, ti)
 		}
 	}
-	if len(servers) == 0 {
+	if len(servers)+len(agents) == 0 {
 		return
 	}
-	b.opts.progress(fmt.Sprintf("reaching %s (timeout %s each; --offline skips this)", diag.Plural(len(servers), "MCP server"), b.opts.reachTimeout))
+	what := diag.Plural(len(servers), "MCP server")
+	switch {
+	case len(servers) == 0:
+		what = diag.Plural(len(agents), "A2A agent")
+	case len(agents) > 0:
+		what += " and " + diag.Plural(len(agents), "A2A agent")
+	}
+	b.opts.progress(fmt.Sprintf("reaching %s (timeout %s each; --offline skips this)", what, b.opts.reachTimeout))
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, maxParallelReach)
-	for _, ti := range servers {
+	for _, ti := range append(servers, agents...) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			sem <- struct{}{}
 			defer func() { <-sem }()
+			if ti.ref.Kind == toolref.A2A {
+				b.reachA2A(ti)
+				return
+			}
 			b.reach(res, ti)
 		}()
 	}

@@ -198,6 +198,8 @@ func (c *call) runCall(ctx context.Context, tc *toolCall, v *enforce.Verdict) (j
 		return c.callAgent(ctx, e.Agent, tc.p)
 	case e.Builtin != "":
 		return c.g.runBuiltin(ctx, e, args)
+	case e.A2A != "":
+		return c.callA2A(ctx, e, tc.args, tc.cred)
 	default:
 		return c.forwardCall(ctx, e, tc.p, v.ID, tc.cred)
 	}

@@ -36,6 +36,7 @@ type exposed struct {
 	HasOut   bool            // the tool declares an outputSchema
 	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
 	Builtin  string          // set for builtin/<name> tools: the name
+	A2A      string          // set for a2a:// tools: the agent's base URL
 	Paths    []string        // file tools: the project-relative paths the agent's allowlist gives them
 
 	schemas schemas // compiled on first use (tools only)
@@ -63,6 +64,8 @@ func buildCatalog(a *manifest.Agent, m *manifest.Manifest, pool *upstream.Pool) 
 			if e := agentTool(t, m); e != nil {
 				tools = append(tools, e)
 			}
+		case t.A2A != nil:
+			tools = append(tools, a2aTool(t))
 		case t.Stdio != nil || t.Remote != nil:
 			lists, ok := pool.Lists(t.Ref)
 			if !ok && vault.Needs(m.Credentials, t.Ref) {
@@ -182,7 +185,7 @@ func alias(ref string) string {
 			a = strings.TrimPrefix(a, p)
 		}
 		a = strings.TrimSuffix(strings.TrimSuffix(a, "-mcp"), "-server")
-	case r.Remote():
+	case r.Remote() || r.Kind == toolref.A2A:
 		a = strings.SplitN(r.Host, ".", 2)[0]
 		if b := path.Base(r.Path); b != "/" && b != "mcp" && b != "." {
 			a = b

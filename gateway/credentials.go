@@ -53,6 +53,8 @@ func (c *call) lookupCredential(ctx context.Context, ref string) (*vault.Credent
 		Chain: c.chain(), SubjectToken: c.caller.Token.Reveal(), Method: string(c.caller.Method)}
 	if t, ok := c.s.manifest.Tool(ref); ok && t.Remote != nil {
 		r.URL = t.Remote.URL
+	} else if ok && t.A2A != nil {
+		r.URL = t.A2A.URL
 	}
 	return c.g.broker.Lookup(ctx, r)
 }

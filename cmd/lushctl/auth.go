@@ -86,14 +86,15 @@ func loginName() string {
 	return "dev"
 }
 
-// mcpServer checks a tool reference names an MCP server, in its canonical spelling.
+// mcpServer checks a tool reference names an MCP server or an A2A agent, in its canonical
+// spelling.
 func mcpServer(s string) (toolref.Ref, error) {
 	ref, err := toolref.Parse(s)
 	if err != nil {
 		return ref, usage("%v", err)
 	}
-	if ref.Kind != toolref.MCP {
-		return ref, usage("%s is not an MCP server: only mcp:// servers receive credentials", s)
+	if ref.Kind != toolref.MCP && ref.Kind != toolref.A2A {
+		return ref, usage("%s is not an MCP server or an A2A agent: only mcp:// servers and a2a:// agents receive credentials", s)
 	}
 	return ref, nil
 }
@@ -248,7 +249,7 @@ func checkTypeFlags(typ, header, username string, env []string, ref toolref.Ref)
 		return usage("--type env needs --env NAME (the variables the server receives)")
 	case ref.Stdio() && typ != vault.TypeEnv:
 		return usage("%s is a stdio server: it receives credentials as environment variables (use --type env --env NAME)", ref)
-	case ref.Remote() && typ == vault.TypeEnv:
+	case (ref.Remote() || ref.Kind == toolref.A2A) && typ == vault.TypeEnv:
 		return usage("%s is a remote server: it receives credentials in HTTP headers (use bearer, oauth, api_key or basic)", ref)
 	}
 	return nil

@@ -80,6 +80,8 @@ func TestAuthAddTypes(t *testing.T) {
 			func(c vault.Credential) bool { return c.Username == "svc" && c.Password == "pw-123" }},
 		{"one variable, bare value", "gh-123\n", []string{"mcp://uvx/mcp-server-github", "--type", "env", "--env", "GITHUB_TOKEN"},
 			func(c vault.Credential) bool { return c.Env["GITHUB_TOKEN"] == "gh-123" }},
+		{"A2A agent, bearer", "a2a-123\n", []string{"a2a://agents.example.com/travel", "--type", "bearer"},
+			func(c vault.Credential) bool { return c.Token == "a2a-123" }},
 		{"several variables", "A_KEY=a=1\nB_KEY=b\n", []string{"mcp://npx/@acme/server", "--type", "env", "--env", "A_KEY", "--env", "B_KEY"},
 			func(c vault.Credential) bool { return c.Env["A_KEY"] == "a=1" && c.Env["B_KEY"] == "b" }},
 	}
@@ -111,6 +113,7 @@ func TestAuthAddErrors(t *testing.T) {
 		{"undeclared, no type", "x", []string{"mcp://other.example.com/mcp"}, exitUsage, "--type is required"},
 		{"stdio needs env", "x", []string{"mcp://npx/@acme/server", "--type", "bearer"}, exitUsage, "stdio server"},
 		{"remote cannot take env", "x", []string{"mcp://other.example.com/mcp", "--type", "env", "--env", "X"}, exitUsage, "remote server"},
+		{"A2A agent cannot take env", "x", []string{"a2a://agents.example.com/travel", "--type", "env", "--env", "X"}, exitUsage, "remote server"},
 		{"basic without user", "x", []string{"mcp://other.example.com/mcp", "--type", "basic"}, exitUsage, "needs --username"},
 		{"bad principal", "x", []string{notesServer, "--principal", "bob"}, exitUsage, "--principal"},
 		{"env line for another variable", "OTHER=1\n", []string{"mcp://npx/@acme/server", "--type", "env", "--env", "A", "--env", "B"}, exitUsage, "expected NAME=value"},
@@ -177,5 +180,15 @@ func TestAuthActorKey(t *testing.T) {
 	}
 	if r = lushctl(t, "", "auth", "actor-key", "--dir", dir); r.code == exitOK || !strings.Contains(r.stderr, "chmod 600") {
 		t.Errorf("a key others can read: %+v; want a refusal naming chmod 600", r)
+	}
+}
+
+// TestAuthLoginRefusesA2A: auth login signs in to MCP servers; an A2A agent's credential is
+// stored with auth add.
+func TestAuthLoginRefusesA2A(t *testing.T) {
+	dir := quickstartCopy(t)
+	r := lushctl(t, "", "auth", "login", "-C", dir, "--principal", "user:kim", "a2a://agents.example.com/travel")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "is an A2A agent: auth login signs in to MCP servers only") {
+		t.Fatalf("code %d, stderr %q", r.code, r.stderr)
 	}
 }

@@ -85,6 +85,9 @@ it to issue a refresh token.`,
 			if err != nil {
 				return err
 			}
+			if ref.Kind != toolref.MCP {
+				return usage("%s is an A2A agent: auth login signs in to MCP servers only; store its credential with auth add", ref)
+			}
 			host, _, err := net.SplitHostPort(listen)
 			if err != nil || !(host == "127.0.0.1" || host == "::1" || host == "localhost") {
 				return usage("--listen %q: give a loopback address such as 127.0.0.1:8976; the redirect must not leave this machine", listen)

@@ -134,7 +134,7 @@ func (d *decoder) toolEntry(n *yaml.Node) (ToolEntry, bool) {
 	switch {
 	case key == "server" && (ref.Kind == toolref.Local || ref.Kind == toolref.Builtin):
 		d.l.ErrorHint(e.Ref.Pos, "wrong-key", "write name: "+ref.String(), "%s is not a server", ref)
-	case key == "name" && (ref.Kind == toolref.MCP || ref.Kind == toolref.Agent):
+	case key == "name" && (ref.Kind == toolref.MCP || ref.Kind == toolref.Agent || ref.Kind == toolref.A2A):
 		d.l.ErrorHint(e.Ref.Pos, "wrong-key", "write server: "+ref.String(), "%s is a server: list it with server:", ref)
 	}
 	if only != nil {

@@ -236,9 +236,10 @@ func (l Loop) Parsed() (*schedule.Schedule, error) {
 // Tool is every tool reference some agent allowlists, with how to reach it and its classes.
 type Tool struct {
 	Ref       string           `json:"ref"`
-	Kind      string           `json:"kind"` // mcp, agent, local, builtin
+	Kind      string           `json:"kind"` // mcp, agent, a2a, local, builtin
 	Stdio     *Stdio           `json:"stdio,omitempty"`
 	Remote    *Remote          `json:"remote,omitempty"`
+	A2A       *A2A             `json:"a2a,omitempty"`
 	Local     *LocalTool       `json:"local,omitempty"`
 	TimeoutMS int64            `json:"timeout_ms,omitempty"`
 	Classes   map[string]Class `json:"classes"` // tool name ("" for single tools, "*" for a server's default) -> class
@@ -262,6 +263,11 @@ type EnvVar struct {
 type Remote struct {
 	URL       string `json:"url"`
 	Transport string `json:"transport"` // streamable-http or sse
+}
+
+// A2A is a remote A2A agent: its base URL, below which its Agent Card is published.
+type A2A struct {
+	URL string `json:"url"`
 }
 
 // LocalTool is an executable speaking Lush's local tool protocol.

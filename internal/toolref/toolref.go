@@ -10,6 +10,10 @@
 //	mcp://<host>[:port]/<path>[#instance]          remote server (streamable HTTP at https://host/path
 //	                                               unless lush.yaml servers: sets url and transport)
 //	lush://<agent>                                 another agent of the project, as a tool
+//	a2a://<host>[:port]/<path>                     a remote A2A agent whose Agent Card is at
+//	                                               https://host/path/.well-known/agent-card.json
+//	a2a+http://<loopback>[:port]/<path>            the same over plain HTTP, for localhost and
+//	                                               loopback addresses only (tests, local agents)
 //	tools/<name>                                   a local tool (tools/<name>/tool.yaml)
 //	builtin/<name>                                 a tool built into Lush (shell, file_read, file_write, file_list)
 //
@@ -33,6 +37,7 @@ type Kind string
 const (
 	MCP     Kind = "mcp"     // an MCP server, local (stdio) or remote
 	Agent   Kind = "agent"   // lush://<agent>
+	A2A     Kind = "a2a"     // a2a://<host>/<path>: a remote A2A agent
 	Local   Kind = "local"   // tools/<name>
 	Builtin Kind = "builtin" // builtin/<name>
 )
@@ -50,12 +55,13 @@ type Ref struct {
 	Kind Kind
 	raw  string
 
-	// MCP servers.
+	// MCP servers and A2A agents (Host, Path).
 	Launcher string // "npx", "uvx" or "stdio" for local servers; "" for remote
 	Package  string // the npm or Python package (with @version), or the stdio command
 	Host     string // remote: host[:port]
 	Path     string // remote: the URL path, starting with "/"
 	Instance string // the #instance suffix, if any
+	Insecure bool   // a2a+http://: plain HTTP (loopback hosts only)
 
 	// Agents, local and built-in tools.
 	Name string
@@ -71,15 +77,33 @@ func (r Ref) Stdio() bool { return r.Kind == MCP && r.Launcher != "" }
 func (r Ref) Remote() bool { return r.Kind == MCP && r.Launcher == "" }
 
 // SingleTool reports whether the reference names exactly one tool (everything but MCP servers),
-// so that narrowing to named tools does not apply to it.
+// so that narrowing to named tools does not apply to it. An A2A agent is one tool: sending it a
+// message.
 func (r Ref) SingleTool() bool { return r.Kind != MCP }
 
-// DefaultURL is where a remote server lives when lush.yaml does not say otherwise.
+// DefaultURL is where a remote server lives when lush.yaml does not say otherwise. For an A2A
+// agent it is the base URL its Agent Card is found under.
 func (r Ref) DefaultURL() string {
-	if !r.Remote() {
+	switch {
+	case r.Remote():
+		return "https://" + r.Host + r.Path
+	case r.Kind == A2A && r.Insecure:
+		return "http://" + r.Host + r.Path
+	case r.Kind == A2A:
+		return "https://" + r.Host + r.Path
+	}
+	return ""
+}
+
+// AgentCardPath is where an A2A agent publishes its Agent Card, below its base URL.
+const AgentCardPath = "/.well-known/agent-card.json"
+
+// AgentCardURL is the URL of an A2A agent's Agent Card; "" for other references.
+func (r Ref) AgentCardURL() string {
+	if r.Kind != A2A {
 		return ""
 	}
-	return "https://" + r.Host + r.Path
+	return strings.TrimSuffix(r.DefaultURL(), "/") + AgentCardPath
 }
 
 var (
@@ -115,6 +139,8 @@ func Parse(s string) (Ref, error) {
 			return Ref{}, fmt.Errorf("lush://%s: %q is not an agent name (lower-case letters, digits and '-', starting with a letter)", name, name)
 		}
 		return Ref{Kind: Agent, raw: s, Name: name}, nil
+	case strings.HasPrefix(s, "a2a://"), strings.HasPrefix(s, "a2a+http://"):
+		return parseA2A(s)
 	case strings.HasPrefix(s, "tools/"):
 		name := strings.TrimPrefix(s, "tools/")
 		if !toolName.MatchString(name) {
@@ -132,21 +158,23 @@ func Parse(s string) (Ref, error) {
 	}
 	if scheme, rest, ok := strings.Cut(s, "://"); ok {
 		switch strings.ToLower(scheme) {
-		case "mcp", "lush":
+		case "mcp", "lush", "a2a", "a2a+http":
 			return Ref{}, fmt.Errorf("tool reference %q: write the scheme in lower case (%s://%s)", s, strings.ToLower(scheme), rest)
+		case "a2a+https":
+			return Ref{}, fmt.Errorf("tool reference %q: A2A agents over HTTPS are named a2a://%s", s, rest)
 		case "http", "https", "mcp+http", "mcp+https", "sse", "mcp+sse", "ws", "wss":
 			return Ref{}, fmt.Errorf("tool reference %q: remote MCP servers are named mcp://%s; set the URL and transport in lush.yaml (servers)", s, rest)
 		}
-		return Ref{}, fmt.Errorf("tool reference %q has unknown scheme %q: use mcp://, lush://, tools/<name> or builtin/<name>", s, scheme)
+		return Ref{}, fmt.Errorf("tool reference %q has unknown scheme %q: use mcp://, lush://, a2a://, tools/<name> or builtin/<name>", s, scheme)
 	}
-	if strings.HasPrefix(s, "mcp:") || strings.HasPrefix(s, "lush:") {
+	if strings.HasPrefix(s, "mcp:") || strings.HasPrefix(s, "lush:") || strings.HasPrefix(s, "a2a:") {
 		scheme, rest, _ := strings.Cut(s, ":")
 		return Ref{}, fmt.Errorf("tool reference %q: did you mean %s://%s?", s, scheme, strings.TrimLeft(rest, "/"))
 	}
 	if strings.HasPrefix(s, "./tools/") || strings.HasPrefix(s, "tool/") {
 		return Ref{}, fmt.Errorf("tool reference %q: local tools are written tools/<name>", s)
 	}
-	return Ref{}, fmt.Errorf("tool reference %q is not one of mcp://…, lush://<agent>, tools/<name> or builtin/<name>", s)
+	return Ref{}, fmt.Errorf("tool reference %q is not one of mcp://…, lush://<agent>, a2a://…, tools/<name> or builtin/<name>", s)
 }
 
 func parseMCP(s string) (Ref, error) {
@@ -187,6 +215,46 @@ func parseMCP(s string) (Ref, error) {
 		return Ref{}, fmt.Errorf("%s: %q is not a valid URL path", s, r.Path)
 	}
 	return r, nil
+}
+
+// parseA2A parses a2a://host[:port]/path and a2a+http://loopback[:port]/path.
+func parseA2A(s string) (Ref, error) {
+	scheme, rest, _ := strings.Cut(s, "://")
+	r := Ref{Kind: A2A, raw: s, Insecure: scheme == "a2a+http"}
+	if strings.ContainsAny(rest, "?#") {
+		return Ref{}, fmt.Errorf("%s: query strings and #instances are not part of an A2A agent's reference", s)
+	}
+	host, path, _ := strings.Cut(rest, "/")
+	if host == "" {
+		return Ref{}, fmt.Errorf("%s: missing host: write %s://<host>/<path>", s, scheme)
+	}
+	if err := checkHost(host); err != nil {
+		return Ref{}, fmt.Errorf("%s: %w", s, err)
+	}
+	r.Host, r.Path = host, "/"+path
+	if !urlPath.MatchString(r.Path) || strings.Contains(r.Path, "//") {
+		return Ref{}, fmt.Errorf("%s: %q is not a valid URL path", s, r.Path)
+	}
+	if strings.HasSuffix(r.Path, AgentCardPath) {
+		return Ref{}, fmt.Errorf("%s: name the agent's base URL, not its Agent Card: %s://%s%s", s, scheme, host, strings.TrimSuffix(r.Path, AgentCardPath))
+	}
+	if r.Insecure && !loopback(host) {
+		return Ref{}, fmt.Errorf("%s: a2a+http:// is for localhost and loopback addresses only; remote agents are reached over HTTPS: a2a://%s", s, rest)
+	}
+	return r, nil
+}
+
+// loopback reports whether host[:port] names this machine.
+func loopback(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 func checkHost(hostport string) error {

@@ -19,6 +19,11 @@ func TestParse(t *testing.T) {
 		{"mcp://[::1]:8931/mcp", Ref{Kind: MCP, Host: "[::1]:8931", Path: "/mcp"}},
 		{"mcp://tools.internal", Ref{Kind: MCP, Host: "tools.internal", Path: "/"}},
 		{"lush://researcher", Ref{Kind: Agent, Name: "researcher"}},
+		{"a2a://agents.example.com/travel", Ref{Kind: A2A, Host: "agents.example.com", Path: "/travel"}},
+		{"a2a://agents.example.com", Ref{Kind: A2A, Host: "agents.example.com", Path: "/"}},
+		{"a2a+http://127.0.0.1:9100/a2a", Ref{Kind: A2A, Host: "127.0.0.1:9100", Path: "/a2a", Insecure: true}},
+		{"a2a+http://localhost:9100/", Ref{Kind: A2A, Host: "localhost:9100", Path: "/", Insecure: true}},
+		{"a2a+http://[::1]:9100/x", Ref{Kind: A2A, Host: "[::1]:9100", Path: "/x", Insecure: true}},
 		{"tools/clock", Ref{Kind: Local, Name: "clock"}},
 		{"builtin/shell", Ref{Kind: Builtin, Name: "shell"}},
 	}
@@ -57,6 +62,16 @@ func TestParseErrors(t *testing.T) {
 		{"mcp://npx/foo#Bad", "instance"},
 		{"lush://Researcher", "not an agent name"},
 		{"lush://", "not an agent name"},
+		{"a2a://", "missing host"},
+		{"a2a://Agents.example.com/x", "lower case"},
+		{"a2a://agents.example.com/x?y=1", "query strings"},
+		{"a2a://agents.example.com/x#one", "#instances"},
+		{"a2a://agents.example.com/x/.well-known/agent-card.json", "not its Agent Card: a2a://agents.example.com/x"},
+		{"a2a+http://agents.example.com/x", "loopback addresses only"},
+		{"a2a+http://10.0.0.1/x", "loopback addresses only"},
+		{"a2a+https://agents.example.com/x", "named a2a://agents.example.com/x"},
+		{"A2A://agents.example.com/x", "lower case (a2a://agents.example.com/x)"},
+		{"a2a:/agents.example.com/x", "did you mean a2a://agents.example.com/x?"},
 		{"tools/", "not a local tool name"},
 		{"tools/../x", "not a local tool name"},
 		{"builtin/sh", "no such built-in tool"},
@@ -87,8 +102,30 @@ func TestKinds(t *testing.T) {
 	}
 }
 
+func TestA2AURLs(t *testing.T) {
+	tests := []struct{ ref, base, card string }{
+		{"a2a://agents.example.com/travel", "https://agents.example.com/travel", "https://agents.example.com/travel/.well-known/agent-card.json"},
+		{"a2a://agents.example.com", "https://agents.example.com/", "https://agents.example.com/.well-known/agent-card.json"},
+		{"a2a+http://127.0.0.1:9100/a2a", "http://127.0.0.1:9100/a2a", "http://127.0.0.1:9100/a2a/.well-known/agent-card.json"},
+		{"lush://a", "", ""},
+		{"mcp://npx/x", "", ""},
+	}
+	for _, tt := range tests {
+		r, err := Parse(tt.ref)
+		if err != nil {
+			t.Fatalf("Parse(%q): %v", tt.ref, err)
+		}
+		if r.DefaultURL() != tt.base || r.AgentCardURL() != tt.card {
+			t.Errorf("%s: base %q card %q, want %q %q", tt.ref, r.DefaultURL(), r.AgentCardURL(), tt.base, tt.card)
+		}
+		if r.Kind == A2A && (!r.SingleTool() || r.Remote() || r.Stdio()) {
+			t.Errorf("%s: an A2A agent is a single tool, not an MCP server", tt.ref)
+		}
+	}
+}
+
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{"mcp://npx/@a/b@1", "mcp://h:1/p#i", "lush://a", "tools/t", "builtin/shell", "mcp://[::1]:80/x", "mcp://stdio/a/b"} {
+	for _, s := range []string{"mcp://npx/@a/b@1", "mcp://h:1/p#i", "lush://a", "tools/t", "builtin/shell", "mcp://[::1]:80/x", "mcp://stdio/a/b", "a2a://h/p", "a2a+http://127.0.0.1:1/p"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
