@@ -8,6 +8,11 @@
 //	/agents/<agent>/tools/<slug>/mcp   a remote MCP server (streamable HTTP) in <agent>'s allowlist,
 //	                                   called directly through the sidecar; ext_authz decides every
 //	                                   message
+//	/agents/<name>/a2a, /agents/<name>/a2a/..., /agents/<name>/.well-known/...
+//	                                   agent <name> over A2A at agentd (the JSON-RPC endpoint and
+//	                                   the Agent Card): agentd decides each A2A method itself
+//	                                   (agent/invoke, tasks/read, tasks/cancel), so the sidecar does
+//	                                   not ask ext_authz, which would read a task read as an invocation
 //	/agents/<name>/...                 agent <name> at agentd (chat, chat/stream, mcp, status):
 //	                                   ext_authz decides agent/invoke
 //	/gateway/agents/<agent>/...        the Lush gateway, for the tools that run inside Lush (stdio
@@ -40,6 +45,7 @@ const (
 	KindServer  Kind = "mcp"     // a remote MCP server, called through the sidecar
 	KindAgent   Kind = "agent"   // an agent's endpoints at agentd
 	KindGateway Kind = "gateway" // the Lush gateway, which decides the calls itself
+	KindA2A     Kind = "a2a"     // an agent's A2A endpoint and Agent Card at agentd, which decides each method itself
 )
 
 // Context extension keys: the xDS server sets them on every route's ext_authz settings, and the
@@ -54,7 +60,7 @@ const (
 type Route struct {
 	Name  string // stable and unique in a build: the xDS route name
 	Kind  Kind
-	Path  string // KindServer: the exact path; KindAgent, KindGateway: a prefix ending in "/"
+	Path  string // KindServer: the exact path; KindAgent, KindGateway: a prefix ending in "/"; KindA2A: a path and everything under it
 	Agent string // KindServer, KindGateway: whose tools; KindAgent: the agent called
 	Tool  string // KindServer: the tool reference of the server
 	// URL is where a KindServer route goes: the server's streamable HTTP endpoint.
@@ -63,7 +69,7 @@ type Route struct {
 	// asks the sidecar to send it). False for a KindServer route whose tools/calls are decided
 	// the same whatever their arguments (ArgumentsNeeded): MCP 2026 requests to it are decided
 	// from their Mcp-Method and Mcp-Name headers. Always true for KindAgent routes; false for
-	// KindGateway routes, which ext_authz does not decide.
+	// KindGateway and KindA2A routes, which ext_authz does not decide.
 	Body bool
 }
 
@@ -84,7 +90,8 @@ type Table struct {
 }
 
 // Routes returns the routes of m: one per remote streamable-HTTP server in each agent's
-// allowlist, one per agent (agentd), and one per agent for the tools that run inside Lush.
+// allowlist, one per agent for the tools that run inside Lush, two per agent for its A2A endpoint
+// and Agent Card, and one per agent for the rest of agentd.
 func Routes(m *manifest.Manifest) *Table {
 	t := &Table{exact: map[string]int{}, agents: map[string]bool{}}
 	for _, a := range m.Agents {
@@ -115,9 +122,21 @@ func Routes(m *manifest.Manifest) *Table {
 		}
 	}
 	for _, a := range m.Agents {
+		t.Routes = append(t.Routes, a2aRoutes(a.Name)...)
+	}
+	for _, a := range m.Agents {
 		t.Routes = append(t.Routes, Route{Name: "agent/" + a.Name, Kind: KindAgent, Path: "/agents/" + a.Name + "/", Agent: a.Name, Body: true})
 	}
 	return t
+}
+
+// a2aRoutes are the routes of an agent's A2A endpoint (/agents/<name>/a2a and below it, where
+// a2a-go clients also look for the card) and of its Agent Card at the agent's base URL.
+func a2aRoutes(agent string) []Route {
+	return []Route{
+		{Name: "a2a/" + agent, Kind: KindA2A, Path: "/agents/" + agent + "/a2a", Agent: agent},
+		{Name: "a2a-card/" + agent, Kind: KindA2A, Path: "/agents/" + agent + "/.well-known", Agent: agent},
+	}
 }
 
 // Match returns the route a request path takes (the query string removed), or false.
@@ -142,6 +161,11 @@ func (t *Table) Match(p string) (Route, bool) {
 		name, sub, _ := strings.Cut(rest, "/")
 		if !t.agents[name] || strings.HasPrefix(sub, "tools/") {
 			return Route{}, false
+		}
+		for _, r := range a2aRoutes(name) {
+			if under, ok := strings.CutPrefix(p, r.Path); ok && (under == "" || under[0] == '/') {
+				return r, true
+			}
 		}
 		return Route{Name: "agent/" + name, Kind: KindAgent, Path: "/agents/" + name + "/", Agent: name, Body: true}, true
 	}

@@ -61,8 +61,9 @@ func (s *Server) check(ctx context.Context, req *authv3.CheckRequest) *authv3.Ch
 	if p != nil {
 		return refuse(peekID(h), p)
 	}
-	if route.Kind == mesh.KindGateway {
-		// The Lush gateway behind this route authenticates and decides every message itself.
+	if route.Kind == mesh.KindGateway || route.Kind == mesh.KindA2A {
+		// The Lush gateway, or agentd's A2A endpoint, behind this route authenticates and decides
+		// every message itself (the generated route does not even ask).
 		return allowed(nil, nil, nil)
 	}
 	hdr := headers(h)
@@ -133,7 +134,7 @@ func (b *build) route(ext map[string]string, path string) (mesh.Route, *problem)
 			return r, notFound("agent %q has no remote MCP server %q", shorten(ext[mesh.ExtAgent]), shorten(ext[mesh.ExtTool]))
 		}
 		return r, nil
-	case mesh.KindAgent, mesh.KindGateway:
+	case mesh.KindAgent, mesh.KindGateway, mesh.KindA2A:
 		if !b.routes.HasAgent(ext[mesh.ExtAgent]) {
 			return mesh.Route{}, notFound("there is no agent %q", shorten(ext[mesh.ExtAgent]))
 		}

@@ -349,6 +349,11 @@ func TestCapturedChecks(t *testing.T) {
 		{file: "agent_mcp_path_only", status: 403, grpc: code.Code_PERMISSION_DENIED, outcome: "deny", action: "agent/invoke", principal: "user:bob"},
 		{file: "unknown_route", status: 404, grpc: code.Code_NOT_FOUND, msg: "no agent or tool of the build"},
 		{file: "gateway_route", allowed: true},
+		// agentd decides every A2A method itself (a task read is not an invocation), and the Agent
+		// Card is for clients that have not authenticated yet: nothing is decided or logged here,
+		// even for bob, who may not invoke helper.
+		{file: "a2a_tasks_get", allowed: true},
+		{file: "a2a_card_anonymous", allowed: true},
 	}
 	hs := map[bool]*harness{false: start(t, harnessOpts{}), true: start(t, harnessOpts{live: true})}
 	for _, tc := range tests {

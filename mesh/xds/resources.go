@@ -258,6 +258,11 @@ func route(r mesh.Route, addCluster func(*clusterv3.Cluster, error)) (*routev3.R
 	case mesh.KindGateway:
 		// The Lush gateway authenticates and decides every message of these routes itself.
 		per = &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_Disabled{Disabled: true}}
+	case mesh.KindA2A:
+		// agentd authenticates and decides every A2A method itself (an invocation, a task read, a
+		// cancel): ext_authz would read them all as invocations. The path and everything under it.
+		match = &routev3.RouteMatch{PathSpecifier: &routev3.RouteMatch_PathSeparatedPrefix{PathSeparatedPrefix: r.Path}}
+		per = &extauthzv3.ExtAuthzPerRoute{Override: &extauthzv3.ExtAuthzPerRoute_Disabled{Disabled: true}}
 	}
 	cfg, err := anypb.New(per)
 	if err != nil {

@@ -138,6 +138,19 @@ func TestRoutes(t *testing.T) {
 	if gw.GetMatch().GetPrefix() != "/gateway/agents/assistant/" || !per.GetDisabled() {
 		t.Errorf("the gateway route: %v", gw)
 	}
+	// agentd decides every A2A method itself: the endpoint and the card skip ext_authz, matched
+	// on the path and below it only (not /agents/assistant/a2abc).
+	for name, path := range map[string]string{"a2a/assistant": "/agents/assistant/a2a", "a2a-card/assistant": "/agents/assistant/.well-known"} {
+		r := byName[name]
+		if r == nil {
+			t.Fatalf("no route %s", name)
+		}
+		per := &extauthzv3.ExtAuthzPerRoute{}
+		r.TypedPerFilterConfig[wellknown.HTTPExternalAuthorization].UnmarshalTo(per)
+		if r.GetMatch().GetPathSeparatedPrefix() != path || !per.GetDisabled() || r.GetRoute().GetCluster() != xds.LushClusterName {
+			t.Errorf("the %s route: %v", name, r)
+		}
+	}
 	helper := byName["agent/helper"]
 	helper.TypedPerFilterConfig[wellknown.HTTPExternalAuthorization].UnmarshalTo(per)
 	if helper.GetRoute().GetCluster() != xds.LushClusterName || per.GetCheckSettings().GetContextExtensions()[mesh.ExtKind] != "agent" {
