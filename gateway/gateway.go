@@ -37,6 +37,7 @@ import (
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/taskstore"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/mesh/extauthz"
@@ -111,7 +112,7 @@ type Gateway struct {
 	// exchanges hold the upstream calls of 2026-07-28 clients whose upstream asks them the old
 	// way (exchange.go).
 	exchanges *exchanges
-	tasks     taskStore // the tasks created through this replica (tasks.go)
+	tasks     *taskstore.Store[taskRecord] // the tasks created through this replica (tasks.go)
 }
 
 // snapshot is one deployed build.
@@ -166,7 +167,7 @@ func New(cfg Config, opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g.subs.init()
-	g.tasks.init()
+	g.tasks = newTaskStore()
 	g.notifier = approval.NewNotifier(cfg.Approvals.Notify, opts.Logger, func(ok bool) {
 		if opts.Metrics != nil {
 			opts.Metrics.Approvals.WithLabelValues(map[bool]string{true: "notified", false: "notify_failed"}[ok]).Inc()

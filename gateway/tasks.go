@@ -4,10 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"sync"
 	"time"
 
 	"github.com/lush-agents/lush/internal/mcphttp"
+	"github.com/lush-agents/lush/internal/taskstore"
 	"github.com/lush-agents/lush/internal/upstream"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -51,87 +51,14 @@ type taskRecord struct {
 	agent      string
 	decisionID string // the decision that allowed the call
 	session    string // the creator's session on this replica ("" without one): where status notifications go
-	expires    time.Time
 }
 
-// taskStore remembers the tasks created through this replica, by agent and task id, until they
-// expire (the task's own TTL, at most maxTaskTTL). It holds at most maxTasks records: a new task
-// beyond it makes the store forget the one that expires first (its creator then gets the answer
-// of an unknown task: nothing is revealed or forwarded that was not recorded).
-type taskStore struct {
-	mu   sync.Mutex
-	byID map[taskKey]*taskRecord
-	max  int
-	now  func() time.Time
-}
-
-type taskKey struct{ agent, id string }
-
-func (s *taskStore) init() {
-	s.byID, s.max, s.now = map[taskKey]*taskRecord{}, maxTasks, time.Now
-}
-
-// add records a task; ttl <= 0 means the upstream gave none.
-func (s *taskStore) add(id string, ttl time.Duration, r *taskRecord) {
-	if ttl <= 0 || ttl > maxTaskTTL {
-		ttl = maxTaskTTL
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	r.expires = now.Add(ttl)
-	key := taskKey{r.agent, id}
-	if _, ok := s.byID[key]; !ok && len(s.byID) >= s.max {
-		s.evictLocked(now)
-	}
-	s.byID[key] = r
-}
-
-// evictLocked forgets the expired records, or else the one that expires first.
-func (s *taskStore) evictLocked(now time.Time) {
-	var first taskKey
-	var firstExpiry time.Time
-	for k, r := range s.byID {
-		if !r.expires.After(now) {
-			delete(s.byID, k)
-			continue
-		}
-		if firstExpiry.IsZero() || r.expires.Before(firstExpiry) {
-			first, firstExpiry = k, r.expires
-		}
-	}
-	if len(s.byID) >= s.max {
-		delete(s.byID, first)
-	}
-}
-
-// get returns the live record of a task at an agent.
-func (s *taskStore) get(agent, id string) (taskRecord, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	r, ok := s.byID[taskKey{agent, id}]
-	if !ok {
-		return taskRecord{}, false
-	}
-	if !r.expires.After(s.now()) {
-		delete(s.byID, taskKey{agent, id})
-		return taskRecord{}, false
-	}
-	return *r, true
-}
-
-// owned returns the ids of the live tasks a principal created at an agent on an upstream.
-func (s *taskStore) owned(agent, principal string) map[string]taskRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	out := map[string]taskRecord{}
-	for k, r := range s.byID {
-		if k.agent == agent && r.principal == principal && r.expires.After(now) {
-			out[k.id] = *r
-		}
-	}
-	return out
+// newTaskStore is the store of the tasks created through this replica, by agent and task id,
+// until they expire (the task's own TTL, at most maxTaskTTL). Beyond maxTasks records a new task
+// makes it forget the one that expires first (its creator then gets the answer of an unknown
+// task: nothing is revealed or forwarded that was not recorded).
+func newTaskStore() *taskstore.Store[taskRecord] {
+	return taskstore.New[taskRecord](maxTasks, maxTaskTTL)
 }
 
 // createdTask reads a tools/call result for a task the upstream created: the task's id and its
@@ -180,11 +107,11 @@ func (c *call) recordTask(e *exposed, decisionID string, result json.RawMessage)
 	if !ok {
 		return
 	}
-	r := &taskRecord{ref: e.Ref, tool: e.Upstream, principal: c.caller.ID, agent: c.agent, decisionID: decisionID}
+	r := taskRecord{ref: e.Ref, tool: e.Upstream, principal: c.caller.ID, agent: c.agent, decisionID: decisionID}
 	if c.req.Session != nil {
 		r.session = c.req.Session.ID
 	}
-	c.g.tasks.add(id, ttl, r)
+	c.g.tasks.Add(taskstore.Key{Agent: c.agent, ID: id}, ttl, r)
 }
 
 // task answers tasks/get, tasks/result, tasks/update, tasks/cancel and tasks/list.
@@ -213,7 +140,7 @@ func (c *call) task(ctx context.Context) (any, error) {
 	if method == "tasks/cancel" || method == "tasks/update" {
 		action = authz.ActionTasksCancel
 	}
-	rec, known := c.g.tasks.get(c.agent, id)
+	rec, known := c.g.tasks.Get(taskstore.Key{Agent: c.agent, ID: id})
 	in := c.input(action, &authz.Tool{Ref: rec.ref, Name: rec.tool})
 	// An unknown task is decided too (and denied: it has no creator), so that probing is logged.
 	in.Task = &authz.Task{ID: bounded(id, maxTaskID), Principal: rec.principal, Agent: c.agent, DecisionID: rec.decisionID}
@@ -273,10 +200,10 @@ func unknownTask(id string) error {
 // upstream that holds some is asked (a decision each, as a read of the caller's tasks there)
 // and its list filtered to them.
 func (c *call) listTasks(ctx context.Context) (any, error) {
-	mine := c.g.tasks.owned(c.agent, c.caller.ID)
+	mine := map[string]taskRecord{}
 	byRef := map[string]taskRecord{}
-	for _, r := range mine {
-		byRef[r.ref] = r
+	for k, r := range c.g.tasks.Find(func(k taskstore.Key, r taskRecord) bool { return k.Agent == c.agent && r.principal == c.caller.ID }) {
+		mine[k.ID], byRef[r.ref] = r, r
 	}
 	tasks := []json.RawMessage{}
 	for ref, r := range byRef {
@@ -356,25 +283,11 @@ func (g *Gateway) taskStatus(ref string, params json.RawMessage) {
 	if id == "" {
 		id = p.Task.TaskID
 	}
-	for _, r := range g.tasks.byRefAndID(ref, id) {
+	for _, r := range g.tasks.Find(func(k taskstore.Key, r taskRecord) bool { return k.ID == id && r.ref == ref }) {
 		if r.session != "" {
 			g.transport.Notify(r.session, "notifications/tasks/status", json.RawMessage(params))
 		}
 	}
-}
-
-// byRefAndID returns the live records of a task id on an upstream (at any agent).
-func (s *taskStore) byRefAndID(ref, id string) []taskRecord {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	now := s.now()
-	var out []taskRecord
-	for k, r := range s.byID {
-		if k.id == id && r.ref == ref && r.expires.After(now) {
-			out = append(out, *r)
-		}
-	}
-	return out
 }
 
 // addTasksCapability declares tasks in the capabilities the gateway answers a client of an agent

@@ -38,47 +38,6 @@ func TestCreatedTask(t *testing.T) {
 	}
 }
 
-// The store forgets a task when its TTL has passed (at most maxTaskTTL), holds at most its
-// bound (forgetting the task that expires first), and gives a principal only their own tasks.
-func TestTaskStoreBoundedAndExpiring(t *testing.T) {
-	now := time.Unix(1_800_000_000, 0)
-	var s taskStore
-	s.init()
-	s.max, s.now = 3, func() time.Time { return now }
-	rec := func(principal, agent string) *taskRecord {
-		return &taskRecord{ref: "mcp://a", principal: principal, agent: agent}
-	}
-	s.add("short", time.Minute, rec("user:a", "x"))
-	s.add("long", time.Hour, rec("user:a", "x"))
-	s.add("forever", 0, rec("user:b", "x"))
-	if got := len(s.owned("x", "user:a")); got != 2 {
-		t.Fatalf("user:a owns %d tasks at x, want 2", got)
-	}
-	if got := len(s.owned("y", "user:a")); got != 0 {
-		t.Fatalf("user:a owns %d tasks at y, want 0", got)
-	}
-	s.add("new", time.Hour, rec("user:a", "y")) // full: the task that expires first goes
-	for id, want := range map[string]bool{"short": false, "long": true, "forever": true} {
-		if _, ok := s.get("x", id); ok != want {
-			t.Errorf("after the bound: task %s kept %v, want %v", id, ok, want)
-		}
-	}
-	if _, ok := s.get("x", "new"); ok {
-		t.Error("a task is found at another agent")
-	}
-	now = now.Add(2 * time.Hour)
-	if _, ok := s.get("x", "long"); ok {
-		t.Error("a task outlived its TTL")
-	}
-	if _, ok := s.get("x", "forever"); !ok {
-		t.Error("a task without TTL expired before maxTaskTTL")
-	}
-	now = now.Add(maxTaskTTL)
-	if _, ok := s.get("x", "forever"); ok {
-		t.Error("a task without TTL outlived maxTaskTTL")
-	}
-}
-
 // At 2026-07-28, tasks/result and tasks/list are not methods, and the other task methods need
 // the client to declare the extension (in the request's _meta); before it, tasks/update is not a
 // method.

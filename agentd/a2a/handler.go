@@ -14,6 +14,7 @@ import (
 
 	"github.com/lush-agents/lush/agentd"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/taskstore"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/enforce"
 	"github.com/lush-agents/lush/policies/policyhttp"
@@ -32,7 +33,7 @@ type Server struct {
 	agents Agents
 	gate   *policyhttp.Gate
 	card   CardOptions
-	tasks  *taskStore
+	tasks  *taskstore.Store[record]
 }
 
 // New returns the A2A server of agents. gate authenticates every request (the gate of agentd's
@@ -137,8 +138,8 @@ func newTask(p *a2a.MessageSendParams) *a2a.Task {
 // record records the caller's task at the agent once its invocation is allowed (decision id),
 // with the cancel of the context the invocation runs in (for tasks/cancel).
 func (h *handler) record(ctx context.Context, task *a2a.Task, decisionID string, cancel context.CancelCauseFunc) {
-	h.tasks.add(&record{principal: identity.CallerFrom(ctx).ID, agent: agentOf(ctx), decisionID: decisionID,
-		task: cloneTask(task), cancel: cancel})
+	h.tasks.Add(taskstore.Key{Agent: agentOf(ctx), ID: string(task.ID)}, taskTTL,
+		record{principal: identity.CallerFrom(ctx).ID, agent: agentOf(ctx), decisionID: decisionID, task: cloneTask(task), cancel: cancel})
 }
 
 // finish records how the task's invocation ended and returns the task as answered.
@@ -154,7 +155,7 @@ func (h *handler) finish(ctx context.Context, task *a2a.Task, res *agentd.Result
 	if res.TraceID != "" {
 		task.Metadata["trace_id"] = res.TraceID
 	}
-	h.tasks.update(agentOf(ctx), task.ID, func(r *record) {
+	h.tasks.Update(taskstore.Key{Agent: agentOf(ctx), ID: string(task.ID)}, func(r *record) {
 		r.task, r.cancel = cloneTask(task), nil
 	})
 	return task
@@ -273,7 +274,10 @@ func (h *handler) decideTask(ctx context.Context, action string, id a2a.TaskID) 
 	if id == "" {
 		return record{}, fmt.Errorf("%w: id: required", a2a.ErrInvalidParams)
 	}
-	rec, known := h.tasks.get(agent, id)
+	rec, known := h.tasks.Get(taskstore.Key{Agent: agent, ID: string(id)})
+	if known {
+		rec.task = cloneTask(rec.task) // the stored task is shared; the answer is changed below
+	}
 	v := h.agents.DecideTask(ctx, caller, agent, action,
 		authz.Task{ID: bounded(string(id), maxTaskID), Principal: rec.principal, Agent: agent, DecisionID: rec.decisionID})
 	if !v.Allow || !known {
