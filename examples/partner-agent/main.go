@@ -215,7 +215,7 @@ func delegation(meta map[string]any) (principal, chain string) {
 var glossary = map[string]string{
 	"the": "le", "a": "un", "and": "et", "of": "de", "in": "en", "is": "est", "we": "nous",
 	"q3": "T3", "revenue": "chiffre d'affaires", "grew": "a augmenté", "roadmap": "feuille de route",
-	"summary": "résumé", "report": "rapport", "team": "équipe", "ship": "livrer", "gateway": "passerelle",
+	"summary": "résumé", "report": "rapport", "team": "équipe", "ship": "livrer", "ships": "livre", "gateway": "passerelle",
 	"hello": "bonjour", "thanks": "merci", "plan": "plan", "draft": "brouillon", "figures": "chiffres",
 	"quarter": "trimestre", "up": "en hausse", "down": "en baisse", "hiring": "recrutement",
 }
