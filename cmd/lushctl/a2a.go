@@ -382,7 +382,7 @@ func sendStreaming(ctx context.Context, cmd *cobra.Command, cl *a2aclient.Client
 	out := cmd.OutOrStdout()
 	var id a2a.TaskID
 	var status *a2a.TaskStatus
-	printed := false
+	printed, endsLine := false, false
 	for ev, err := range cl.SendStreamingMessage(ctx, params) {
 		if err != nil {
 			return failed("message/stream: %s", a2aErrorText(err))
@@ -402,21 +402,22 @@ func sendStreaming(ctx context.Context, cmd *cobra.Command, cl *a2aclient.Client
 			id, status = e.ID, &e.Status
 		case *a2a.TaskArtifactUpdateEvent:
 			if !asJSON {
-				t := textOfParts(e.Artifact.Parts)
-				fmt.Fprint(out, t)
-				printed = printed || t != ""
+				if t := textOfParts(e.Artifact.Parts); t != "" {
+					fmt.Fprint(out, t)
+					printed, endsLine = true, strings.HasSuffix(t, "\n")
+				}
 			}
 		case *a2a.TaskStatusUpdateEvent:
 			id, status = e.TaskID, &e.Status
 			if e.Final {
-				if printed {
+				if printed && !endsLine {
 					fmt.Fprintln(out)
 				}
 				return taskOutcome(id, e.Status)
 			}
 		}
 	}
-	if printed {
+	if printed && !endsLine {
 		fmt.Fprintln(out)
 	}
 	if status == nil {

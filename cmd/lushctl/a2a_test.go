@@ -124,6 +124,7 @@ func TestA2ACommands(t *testing.T) {
 		args       []string
 		code       int
 		stdout     []string // each must appear
+		exact      string   // when set, all of stdout
 		stderr     []string
 		reachAgent bool
 	}{
@@ -135,6 +136,8 @@ func TestA2ACommands(t *testing.T) {
 		{name: "send json", args: []string{"a2a", "send", base, "hi", "--token", testA2AToken, "-o", "json"},
 			stdout: []string{`"state": "completed"`, `"text": "echo: hi"`}, reachAgent: true},
 		{name: "stream", args: []string{"a2a", "send", "--stream", base, "streamed", "--token", testA2AToken}, stdout: []string{"echo: streamed\n"}, reachAgent: true},
+		{name: "stream ending a line", args: []string{"a2a", "send", "--stream", base, "two\nlines\n", "--token", testA2AToken},
+			exact: "echo: two\nlines\n", reachAgent: true},
 		{name: "stream json", args: []string{"a2a", "send", "--stream", "-o", "json", base, "streamed", "--token", testA2AToken},
 			stdout: []string{`"kind":"task"`, `"kind":"artifact-update"`, `"final":true`}, reachAgent: true},
 		{name: "refused", args: []string{"a2a", "send", base, "forbidden", "--token", testA2AToken}, code: exitFailed,
@@ -163,6 +166,9 @@ func TestA2ACommands(t *testing.T) {
 				if !strings.Contains(r.stdout, want) {
 					t.Errorf("stdout lacks %q:\n%s", want, r.stdout)
 				}
+			}
+			if tc.exact != "" && r.stdout != tc.exact {
+				t.Errorf("stdout = %q, want %q", r.stdout, tc.exact)
 			}
 			for _, want := range tc.stderr {
 				if !strings.Contains(r.stderr, want) {
