@@ -74,8 +74,12 @@ func (f *a2aFlags) resolveA2A(ctx context.Context, base string) (*a2aAgent, erro
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	card, err := agentcard.NewResolver(hc).Resolve(ctx, base)
-	if err != nil {
+	var status *agentcard.ErrStatusNotOK
+	switch {
+	case errors.As(err, &status):
 		return nil, failed("fetch the Agent Card of %s: %s", base, a2aErrorText(err))
+	case err != nil: // nothing answered: the command could not run, as lushctl mcp says
+		return nil, &exitError{code: exitRuntime, msg: fmt.Sprintf("fetch the Agent Card of %s: %s", base, a2aErrorText(err))}
 	}
 	return &a2aAgent{base: u, client: hc, card: card}, nil
 }

@@ -149,6 +149,7 @@ func TestA2ACommands(t *testing.T) {
 		{name: "wrong token", args: []string{"a2a", "send", base, "hello", "--token", "not-it"}, code: exitFailed,
 			stderr: []string{"401 Unauthorized"}},
 		{name: "no card", args: []string{"a2a", "card", base + "/nope"}, code: exitFailed, stderr: []string{"fetch the Agent Card of", "404 Not Found"}},
+		{name: "nothing listens", args: []string{"a2a", "card", "http://127.0.0.1:1/agents/echo"}, code: exitRuntime, stderr: []string{"fetch the Agent Card of http://127.0.0.1:1/agents/echo", "connection refused"}},
 		{name: "bad url", args: []string{"a2a", "card", "ftp://x"}, code: exitUsage, stderr: []string{"<url> must be an agent's http(s) base URL"}},
 		{name: "empty message", args: []string{"a2a", "send", base, " "}, code: exitUsage, stderr: []string{"<message> is empty"}},
 		{name: "missing message", args: []string{"a2a", "send", base}, code: exitUsage, stderr: []string{"accepts 2 arg(s)"}},
