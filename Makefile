@@ -12,6 +12,7 @@ BIN       := $(CURDIR)/bin
 NODE_DIR  := $(TOOLS)/node
 LUSHCTL   := $(BIN)/lushctl
 NOTES     := $(BIN)/notes
+PARTNER   := $(BIN)/partner-agent
 AUTHSERVER := $(BIN)/authserver
 HYDRA     := $(TOOLS)/bin/hydra
 
@@ -33,9 +34,10 @@ BENCHCOUNT   ?= 6
 help: ## list targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/' | column -t -s "$$(printf '\t')"
 
-build: ## build bin/lushctl (and bin/notes, the demo's bearer-token MCP server; bin/authserver, its OAuth authorization server)
+build: ## build bin/lushctl (and bin/notes, the demo's bearer-token MCP server; bin/partner-agent, its remote A2A agent; bin/authserver, its OAuth authorization server)
 	$(GO) build -o $(LUSHCTL) ./cmd/lushctl
 	$(GO) build -o $(NOTES) ./examples/notes
+	$(GO) build -o $(PARTNER) ./examples/partner-agent
 	$(GO) build -o $(AUTHSERVER) ./examples/authserver
 
 tools: node-tools go-tools opa-tool hydra-tool ## install test and lint tools into .tools
@@ -117,7 +119,7 @@ fmt:
 	gofmt -w $$(git ls-files --cached --others --exclude-standard '*.go')
 
 demo: build node-tools hydra-tool ## the quickstart end to end: build, errors, policy tests, the gateway, the decision log
-	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) AUTHSERVER=$(AUTHSERVER) LUSH_HYDRA=$(HYDRA) examples/demo.sh
+	LUSHCTL=$(LUSHCTL) NOTES=$(NOTES) PARTNER=$(PARTNER) AUTHSERVER=$(AUTHSERVER) LUSH_HYDRA=$(HYDRA) examples/demo.sh
 
 bench: go-tools ## benchmarks; results in .tools/bench.txt, summarized by benchstat; then bench-gateway
 	$(GO) test -run '^$$' -bench '$(BENCH)' -benchmem -count $(BENCHCOUNT) ./... | tee $(TOOLS)/bench.txt

@@ -176,7 +176,7 @@ func appendTo(t *testing.T, path, s string) {
 func TestManifestContent(t *testing.T) {
 	res := build(t, quickstart)
 	m := res.Manifest
-	if m.Project != "quickstart" || len(m.Agents) != 3 || len(m.Loops) != 2 {
+	if m.Project != "quickstart" || len(m.Agents) != 4 || len(m.Loops) != 2 {
 		t.Fatalf("manifest = %+v", m)
 	}
 	orch, ok := m.Agent("orchestrator")
@@ -194,13 +194,17 @@ func TestManifestContent(t *testing.T) {
 	if notes.Remote == nil || notes.Remote.URL != "http://127.0.0.1:8931/mcp" || notes.Remote.Transport != "streamable-http" {
 		t.Errorf("notes tool = %+v", notes)
 	}
+	partner, _ := m.Tool("a2a://partner.example.com/agents/translator")
+	if partner.A2A == nil || partner.A2A.URL != "https://partner.example.com/agents/translator" || partner.Classes[""].Access != "write" {
+		t.Errorf("partner tool = %+v", partner)
+	}
 	clock, _ := m.Tool("tools/clock")
 	if clock.Local == nil || clock.Local.Command[0] != "./clock.sh" || !strings.HasPrefix(clock.Local.Digest, "sha256:") || clock.TimeoutMS != 5000 {
 		t.Errorf("clock tool = %+v", clock)
 	}
-	if len(m.Credentials) != 3 || m.Credentials[0].Type != "bearer" ||
-		m.Credentials[2].Principal != "user:alice" || m.Credentials[2].Type != "oauth" || m.Credentials[2].Flow != "token_exchange" {
-		t.Errorf("credentials = %+v; want the two bearer declarations and alice's oauth token_exchange", m.Credentials)
+	if len(m.Credentials) != 4 || m.Credentials[0].Tool != "a2a://partner.example.com/agents/translator" || m.Credentials[0].Type != "bearer" ||
+		m.Credentials[1].Type != "bearer" || m.Credentials[3].Principal != "user:alice" || m.Credentials[3].Type != "oauth" || m.Credentials[3].Flow != "token_exchange" {
+		t.Errorf("credentials = %+v; want the partner's bearer, the notes server's two bearer declarations and alice's oauth token_exchange", m.Credentials)
 	}
 	for _, in := range m.Inputs {
 		if strings.HasSuffix(in.Path, "_test.rego") {

@@ -18,13 +18,19 @@
 #      the project's policy refuses, and a write that is stubbed; then their decisions
 #   9. loops: lushctl run fires them; trigger one, read its history
 #  10. mesh: the same run serves Envoy's ext_authz; send it the CheckRequests a sidecar sends
-#  11. print the decision log
+#  11. A2A, one call each way: (in) lushctl a2a reads the researcher's Agent Card and sends it a
+#      message as bob (allowed), and the notifier one (denied by its ACL); (out) the localizer calls
+#      the partner's remote A2A agent (examples/partner-agent) through the gateway: stubbed, then
+#      live with the partner's token injected; then their decisions
+#  12. print the decision log
 # It works on a copy of examples/quickstart, so the repository is left as it was. Its servers (the
-# notes server, the authorization servers, the gateway) listen on loopback only.
+# notes server, the partner's A2A agent, the authorization servers, the gateway) listen on loopback
+# only.
 set -euo pipefail
 
 LUSHCTL=${LUSHCTL:-lushctl}
 NOTES=${NOTES:-notes}
+PARTNER=${PARTNER:-partner-agent}
 AUTHSERVER=${AUTHSERVER:-authserver}
 NODE=${LUSH_NODE_PREFIX:+$LUSH_NODE_PREFIX/node_modules/.bin/node}
 NODE=${NODE:-node}
@@ -32,9 +38,10 @@ here=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
 gateway_pid=""
 notes_pid=""
+partner_pid=""
 authserver_pid=""
 cleanup() {
-  for pid in "$gateway_pid" "$notes_pid" "$authserver_pid"; do
+  for pid in "$gateway_pid" "$notes_pid" "$partner_pid" "$authserver_pid"; do
     if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
   done
   rm -rf "$work"
@@ -100,13 +107,26 @@ notes_pid=$!
 wait_line "$notes_pid" notes.log 'serving http' "the notes server"
 sed -i "s|url: http://127.0.0.1:8931/mcp|url: $notes_url|" quickstart/lush.yaml
 
+# The partner agent (examples/partner-agent, a translator on a2a-go's A2A server) stands in for the
+# remote A2A agent a2a://partner.example.com/agents/translator: it requires the bearer token the
+# partner issued to us. servers: cannot move an A2A agent yet, so the copy of the project names it
+# at its loopback address (a2a+http://, plain HTTP for this machine only).
+PARTNER_TOKEN=demo-partner-token-not-a-secret
+printf 'lush %s\n' "$PARTNER_TOKEN" > partner.tokens
+partner_port=$(free_port)
+"$PARTNER" --addr "127.0.0.1:$partner_port" --tokens-file partner.tokens 2> partner.log &
+partner_pid=$!
+wait_line "$partner_pid" partner.log 'serving http' "the partner agent"
+partner_ref=a2a+http://127.0.0.1:$partner_port/agents/translator
+sed -i "s|a2a://partner.example.com/agents/translator|$partner_ref|" quickstart/lush.yaml quickstart/agents/localizer/spec.yaml
+
 if [ -t 1 ]; then bold=$'\033[1m'; dim=$'\033[2m'; off=$'\033[0m'; else bold=; dim=; off=; fi
 step() { printf '\n%s== %s%s\n' "$bold" "$*" "$off"; }
 show() { local shown="$*"; printf "%s$ %s%s\n" "$dim" "${shown//$LUSHCTL/lushctl}" "$off"; "$@"; }
 # expect_fail runs a command that should fail and says so.
 expect_fail() { if "$@"; then echo "(unexpectedly succeeded)"; exit 1; fi; }
 
-step "1. Build the quickstart: 3 agents, 2 loops, grants, a skill, a local tool, a custom policy"
+step "1. Build the quickstart: 4 agents, 2 loops, grants, a skill, a local tool, a custom policy"
 echo "(--offline skips reaching the MCP servers here; the gateway starts them below)"
 show "$LUSHCTL" build --offline quickstart
 hash=$("$LUSHCTL" build --offline -q quickstart)
@@ -264,7 +284,51 @@ show "$LUSHCTL" mesh check --ext-authz "$authz_addr" quickstart/mesh/bob-searche
   quickstart/mesh/carol-searches-notes.json quickstart/mesh/bot-posts-a-note.json
 stop_gateway
 
-step "11. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
+step "11. A2A, one call each way: the quickstart's agents are A2A agents; a remote A2A agent is a tool"
+echo "lushctl run serves every agent over A2A too (docs/a2a.md), under its ACL. The researcher is the"
+echo "quickstart's A2A agent. Anyone may read its public Agent Card: who it is, where, how to authenticate:"
+rm -f ready
+"$LUSHCTL" run quickstart --provider scripted --listen 127.0.0.1:0 --ready-file ready --log-level warn \
+  --config quickstart/gateway.yaml > run.log 2>&1 &
+gateway_pid=$!
+for _ in $(seq 1 300); do
+  [ -s ready ] && break
+  kill -0 "$gateway_pid" 2>/dev/null || { cat run.log; exit 1; }
+  sleep 0.1
+done
+[ -s ready ] || { echo "lushctl run did not start"; cat run.log; exit 1; }
+agents="http://$(cat ready)/agents"
+show "$LUSHCTL" a2a card "$agents/researcher"
+echo
+echo "(in) bob sends the researcher an A2A message (message/send): decided as agent/invoke by its ACL,"
+echo "then run as a chat is; the researcher reads q3.md through the gateway, as bob:"
+show "$LUSHCTL" a2a send "$agents/researcher" "What does q3.md say?" --api-key "$BOB"
+echo
+echo "The notifier's ACL names only the digest bot: bob's message is refused, with the decision's reasons:"
+show expect_fail "$LUSHCTL" a2a send "$agents/notifier" "Post a note" --api-key "$BOB"
+stop_gateway
+echo
+echo "(out) The localizer's one tool is the partner's translator, a remote A2A agent. The digest bot asks"
+echo "the localizer for a translation; live writes are off, so the gateway stubs the message (sending one"
+echo "is a write): nothing reaches the partner:"
+since=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+printf "%s$ echo 'Translate the Q3 summary' | lushctl chat localizer quickstart --provider scripted --as serviceaccount:digest-bot%s\n" "$dim" "$off"
+echo 'Translate the Q3 summary' | "$LUSHCTL" chat localizer quickstart --provider scripted --as serviceaccount:digest-bot
+echo
+echo "Live, the call needs the partner's token for the digest bot (Vault in production; the local file here):"
+printf "%s$ printf '%%s' \"\$PARTNER_TOKEN\" | lushctl auth add %s --principal serviceaccount:digest-bot -C quickstart%s\n" "$dim" "$partner_ref" "$off"
+printf '%s' "$PARTNER_TOKEN" | "$LUSHCTL" auth add "$partner_ref" --principal serviceaccount:digest-bot -C quickstart
+printf "%s$ echo 'Translate the Q3 summary' | lushctl chat localizer quickstart --provider scripted --as serviceaccount:digest-bot --live-writes=%s%s\n" "$dim" "$partner_ref" "$off"
+echo 'Translate the Q3 summary' | "$LUSHCTL" chat localizer quickstart --provider scripted --as serviceaccount:digest-bot --live-writes="$partner_ref"
+echo
+echo "The partner got one message, with the token (its account: lush) and who asks through which agent"
+echo "(the gateway's delegation metadata); the localizer and the model never saw the token:"
+grep 'msg=message' partner.log | sed 's/^time=[^ ]* level=[A-Z]* //'
+echo
+echo "The decisions of both calls to the partner: the stubbed one, and the live one:"
+show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --since "$since" --tool "$partner_ref" --action tools/call --oldest
+
+step "12. The decision log: every call, who made it, what was decided and what happened (gateway and ext_authz)"
 show "$LUSHCTL" audit query --log quickstart/.lush/decisions.db --action tools/call --oldest
 echo "Every entry is hash-chained and the chain head is signed at each checkpoint (and at every clean"
 echo "shutdown): verify proves the log complete and unaltered up to the last checkpoint, against the"

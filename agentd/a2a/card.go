@@ -24,8 +24,13 @@ const ProtocolVersion = "0.3.0"
 const (
 	SchemeBearer = "bearer" // "Authorization: Bearer <token>": a JWT, OAuth access token or delegation token
 	SchemeAPIKey = "apiKey" // the X-API-Key header
+	SchemeOAuth2 = "oauth2" // prefix of one OAuth 2.0 scheme per authorization server (auth.oauth): oauth2, oauth2-2, ...
 	schemeOIDC   = "oidc"   // prefix of one OpenID Connect scheme per trusted issuer: oidc, oidc-2, ...
 )
+
+// ResourceMetadataPath is where Lush serves its RFC 9728 protected resource metadata (the
+// A2A endpoints are the server's own resource: tokens for them name auth.resource_url).
+const ResourceMetadataPath = "/.well-known/oauth-protected-resource"
 
 // Limits on what a card carries, so a card stays small whatever the manifest holds.
 const (
@@ -45,6 +50,16 @@ type CardOptions struct {
 	// Issuers are the OpenID Connect issuers whose tokens the gate accepts (identity config),
 	// each published as an openIdConnect scheme; bearer is always published.
 	Issuers []string
+	// OAuth are the OAuth 2.0 authorization servers whose access tokens the gate accepts
+	// (auth.oauth), each published as an oauth2 scheme.
+	OAuth []OAuthServer
+}
+
+// OAuthServer is an authorization server of auth.oauth: its issuer and the scopes a token must
+// carry.
+type OAuthServer struct {
+	Issuer string
+	Scopes []string
 }
 
 // check checks the options but the revision (set per build).
@@ -55,6 +70,11 @@ func (o CardOptions) check() error {
 	for i, iss := range o.Issuers {
 		if !httpURL(iss) {
 			return fmt.Errorf("issuers[%d]: %q is not an http(s) URL with a host", i, iss)
+		}
+	}
+	for i, s := range o.OAuth {
+		if !httpURL(s.Issuer) {
+			return fmt.Errorf("oauth[%d].issuer: %q is not an http(s) URL with a host", i, s.Issuer)
 		}
 	}
 	return nil
@@ -107,11 +127,25 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 			OpenIDConnectURL: strings.TrimSuffix(iss, "/") + "/.well-known/openid-configuration"}
 		security = append(security, a2a.SecurityRequirements{name: a2a.SecuritySchemeScopes{}})
 	}
+	base := strings.TrimSuffix(o.BaseURL, "/")
+	for i, srv := range o.OAuth {
+		name := a2a.SecuritySchemeName(SchemeOAuth2)
+		if i > 0 {
+			name = a2a.SecuritySchemeName(fmt.Sprintf("%s-%d", SchemeOAuth2, i+1))
+		}
+		schemes[name] = a2a.OAuth2SecurityScheme{
+			Description: fmt.Sprintf("an OAuth 2.0 access token of %s for the resource %s (protected resource metadata, RFC 9728: %s)",
+				srv.Issuer, base, base+ResourceMetadataPath),
+			Flows:             a2a.OAuthFlows{},
+			Oauth2MetadataURL: authServerMetadataURL(srv.Issuer),
+		}
+		security = append(security, a2a.SecurityRequirements{name: a2a.SecuritySchemeScopes(slices.Clone(srv.Scopes))})
+	}
 	skills, err := skillsOf(m, a)
 	if err != nil {
 		return nil, err
 	}
-	endpoint := strings.TrimSuffix(o.BaseURL, "/") + EndpointPath(a.Name)
+	endpoint := base + EndpointPath(a.Name)
 	return &a2a.AgentCard{
 		Name:               a.Name,
 		Description:        bounded(a.Description, maxDescription),
@@ -125,7 +159,31 @@ func Card(m *manifest.Manifest, a *manifest.Agent, o CardOptions) (*a2a.AgentCar
 		Skills:             skills,
 		SecuritySchemes:    schemes,
 		Security:           security,
+		// An anonymous caller gets PublicCard; an authenticated one this card, also as the
+		// answer to agent/getAuthenticatedExtendedCard.
+		SupportsAuthenticatedExtendedCard: true,
 	}, nil
+}
+
+// PublicCard is what anyone may read of a card: who the agent is, where and how to call it —
+// its name, description, endpoint, version, capabilities and security schemes — without its
+// skills and tools, which only an authenticated caller sees (the extended card).
+func PublicCard(full *a2a.AgentCard) *a2a.AgentCard {
+	pub := *full
+	pub.Skills = []a2a.AgentSkill{}
+	pub.Signatures = nil
+	return &pub
+}
+
+// authServerMetadataURL is the RFC 8414 metadata URL of an issuer: the well-known path inserted
+// between the host and the issuer's path.
+func authServerMetadataURL(issuer string) string {
+	u, err := url.Parse(issuer)
+	if err != nil {
+		return ""
+	}
+	u.Path, u.RawPath = "/.well-known/oauth-authorization-server"+strings.TrimSuffix(u.Path, "/"), ""
+	return u.String()
 }
 
 // skillsOf derives an agent's A2A skills: its skills (as resolved in the manifest), then the

@@ -2,16 +2,22 @@ package a2a
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
 
+	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/policies/policyhttp"
 )
 
 func testManifest() *manifest.Manifest {
@@ -144,5 +150,144 @@ func TestCardHandler(t *testing.T) {
 				t.Errorf("card = %+v", card)
 			}
 		})
+	}
+}
+
+func TestCardOAuth(t *testing.T) {
+	m := testManifest()
+	a, _ := m.Agent("bare")
+	for _, tc := range []struct {
+		name, issuer, wantMetadata string
+		scopes                     []string
+	}{
+		{name: "issuer with a path", issuer: "https://idp.example/tenant/", scopes: []string{"mcp:tools"},
+			wantMetadata: "https://idp.example/.well-known/oauth-authorization-server/tenant"},
+		{name: "issuer at the root", issuer: "http://127.0.0.1:4444", wantMetadata: "http://127.0.0.1:4444/.well-known/oauth-authorization-server"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Card(m, a, CardOptions{BaseURL: "https://lush.example/", Revision: "r",
+				OAuth: []OAuthServer{{Issuer: tc.issuer, Scopes: tc.scopes}, {Issuer: "https://second.example"}}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, ok := c.SecuritySchemes[SchemeOAuth2].(a2a.OAuth2SecurityScheme)
+			if !ok || s.Oauth2MetadataURL != tc.wantMetadata || !strings.Contains(s.Description, "https://lush.example/.well-known/oauth-protected-resource") {
+				t.Fatalf("oauth2 scheme = %#v", c.SecuritySchemes[SchemeOAuth2])
+			}
+			if _, ok := c.SecuritySchemes["oauth2-2"].(a2a.OAuth2SecurityScheme); !ok {
+				t.Errorf("no scheme for the second authorization server: %v", c.SecuritySchemes)
+			}
+			want := a2a.SecurityRequirements{SchemeOAuth2: a2a.SecuritySchemeScopes(tc.scopes)}
+			if !slices.ContainsFunc(c.Security, func(r a2a.SecurityRequirements) bool { return reflect.DeepEqual(r, want) }) {
+				t.Errorf("security = %v, want it to include %v", c.Security, want)
+			}
+			raw, _ := json.Marshal(c.SecuritySchemes[SchemeOAuth2])
+			if !strings.Contains(string(raw), `"type":"oauth2"`) || !strings.Contains(string(raw), `"flows":{}`) {
+				t.Errorf("JSON = %s", raw)
+			}
+		})
+	}
+	if _, err := Card(m, a, CardOptions{BaseURL: "https://lush.example", Revision: "r", OAuth: []OAuthServer{{Issuer: "idp"}}}); err == nil ||
+		!strings.Contains(err.Error(), "oauth[0].issuer") {
+		t.Errorf("err = %v, want one naming oauth[0].issuer", err)
+	}
+}
+
+// devAuth authenticates every request as one principal, as dev mode does.
+type devAuth struct{}
+
+func (devAuth) Authenticate(*http.Request) (identity.Caller, error) {
+	return identity.Caller{ID: "user:dev"}, nil
+}
+
+// TestPublicAndExtendedCard: an anonymous caller reads the public card (no skills); an
+// authenticated one the full card, also through agent/getAuthenticatedExtendedCard; bad
+// credentials are refused; an agent that is not deployed is not found either way.
+func TestPublicAndExtendedCard(t *testing.T) {
+	srv, _ := serve(t)
+	get := func(t *testing.T, url, authorization string) (int, *a2a.AgentCard) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", url, nil)
+		if authorization != "" {
+			req.Header.Set("Authorization", authorization)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var card a2a.AgentCard
+		if resp.StatusCode == http.StatusOK {
+			if err := json.NewDecoder(resp.Body).Decode(&card); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return resp.StatusCode, &card
+	}
+	for _, tc := range []struct {
+		name, agent, authorization string
+		status, skills             int // skills: -1 for the full card's
+	}{
+		{name: "anonymous", agent: "triage", status: http.StatusOK, skills: 0},
+		{name: "authenticated", agent: "triage", authorization: "Bearer user:alice", status: http.StatusOK, skills: -1},
+		{name: "bad credentials", agent: "triage", authorization: "Basic eDp5", status: http.StatusUnauthorized},
+		{name: "anonymous, unknown agent", agent: "nobody", status: http.StatusNotFound},
+		{name: "authenticated, unknown agent", agent: "nobody", authorization: "Bearer user:alice", status: http.StatusNotFound},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, card := get(t, srv.URL+CardPath(tc.agent), tc.authorization)
+			if status != tc.status {
+				t.Fatalf("status = %d, want %d", status, tc.status)
+			}
+			if status != http.StatusOK {
+				return
+			}
+			if card.Name != tc.agent || card.URL != srv.URL+EndpointPath(tc.agent) || !card.SupportsAuthenticatedExtendedCard ||
+				card.SecuritySchemes[SchemeBearer] == nil || len(card.Security) == 0 || card.Version != "rev1" || !card.Capabilities.Streaming {
+				t.Errorf("card lacks what anyone may read: %+v", card)
+			}
+			if tc.skills == 0 && (card.Skills == nil || len(card.Skills) != 0) {
+				t.Errorf("public card skills = %v, want an empty list", card.Skills)
+			}
+			if tc.skills == -1 && len(card.Skills) == 0 {
+				t.Error("the full card has no skills")
+			}
+		})
+	}
+
+	// An A2A client that got the public card asks for the extended one (it is authenticated).
+	pub, err := agentcard.NewResolver(http.DefaultClient).Resolve(t.Context(), srv.URL+"/agents/triage")
+	if err != nil || len(pub.Skills) != 0 {
+		t.Fatalf("public card: %v, %v", pub, err)
+	}
+	cl, err := a2aclient.NewFromCard(t.Context(), pub, a2aclient.WithJSONRPCTransport(&http.Client{Transport: bearer{"user:alice"}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := cl.GetAgentCard(t.Context())
+	if err != nil || full.Name != "triage" || len(full.Skills) == 0 {
+		t.Fatalf("extended card: %+v, %v", full, err)
+	}
+	// Without credentials the JSON-RPC endpoint, extended card included, stays closed.
+	anon, err := a2aclient.NewFromCard(t.Context(), pub, a2aclient.WithJSONRPCTransport(http.DefaultClient))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := anon.GetAgentCard(t.Context()); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Fatalf("anonymous extended card: err = %v, want 401", err)
+	}
+
+	// A gate that authenticates requests without credentials (dev mode, a trusted proxy) serves
+	// them the full card.
+	mux := http.NewServeMux()
+	dev := httptest.NewServer(mux)
+	t.Cleanup(dev.Close)
+	s, err := New(&fakeAgents{builds: builds{testManifest(), "rev1"}}, &policyhttp.Gate{Auth: devAuth{}}, CardOptions{BaseURL: dev.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux.Handle("/", s.Handler())
+	if status, card := get(t, dev.URL+CardPath("triage"), ""); status != http.StatusOK || len(card.Skills) == 0 {
+		t.Fatalf("dev mode: status %d, skills %v; want the full card", status, card.Skills)
 	}
 }

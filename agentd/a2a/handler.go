@@ -49,7 +49,8 @@ func New(agents Agents, gate *policyhttp.Gate, card CardOptions) (*Server, error
 	return &Server{agents: agents, gate: gate, card: card, tasks: newTaskStore()}, nil
 }
 
-// Handler serves, for every agent of the deployed build, behind the gate:
+// Handler serves, for every agent of the deployed build, behind the gate (but the card, whose
+// public part anyone may read):
 //
 //	GET  /agents/{agent}/.well-known/agent-card.json      the agent's Agent Card (also under
 //	     /agents/{agent}/a2a/: clients resolve the well-known path against a URL differently)
@@ -58,7 +59,7 @@ func New(agents Agents, gate *policyhttp.Gate, card CardOptions) (*Server, error
 func (s *Server) Handler() http.Handler {
 	rpc := a2asrv.NewJSONRPCHandler((*handler)(s))
 	mux := http.NewServeMux()
-	card := s.gate.Authenticated(CardHandler(s.agents, s.card))
+	card := s.cardHandler() // the public card to anonymous callers (http.go)
 	mux.Handle("GET /agents/{agent}/.well-known/agent-card.json", card)
 	mux.Handle("GET /agents/{agent}/a2a/.well-known/agent-card.json", card)
 	mux.Handle("POST /agents/{agent}/a2a", s.gate.Authenticated(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -333,8 +334,4 @@ func (h *handler) OnSetTaskPushConfig(context.Context, *a2a.TaskPushConfig) (*a2
 
 func (h *handler) OnDeleteTaskPushConfig(context.Context, *a2a.DeleteTaskPushConfigParams) error {
 	return a2a.ErrPushNotificationNotSupported
-}
-
-func (h *handler) OnGetExtendedAgentCard(context.Context) (*a2a.AgentCard, error) {
-	return nil, a2a.ErrAuthenticatedExtendedCardNotConfigured
 }

@@ -254,8 +254,8 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// TestCardPaths: the card is found from the agent's base URL and from its endpoint's, and not
-// without credentials.
+// TestCardPaths: the card is found from the agent's base URL and from its endpoint's; without
+// credentials it is the public card (TestPublicAndExtendedCard), with bad ones refused.
 func TestCardPaths(t *testing.T) {
 	srv, _ := serve(t)
 	for _, tc := range []struct {
@@ -264,7 +264,8 @@ func TestCardPaths(t *testing.T) {
 	}{
 		{name: "base", url: srv.URL + CardPath("triage"), token: "user:alice", status: http.StatusOK},
 		{name: "endpoint", url: srv.URL + EndpointPath("triage") + "/.well-known/agent-card.json", token: "user:alice", status: http.StatusOK},
-		{name: "no credentials", url: srv.URL + CardPath("triage"), status: http.StatusUnauthorized},
+		{name: "no credentials", url: srv.URL + CardPath("triage"), status: http.StatusOK},
+		{name: "bad credentials", url: srv.URL + CardPath("triage"), token: " ", status: http.StatusUnauthorized},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req, _ := http.NewRequestWithContext(t.Context(), "GET", tc.url, nil)

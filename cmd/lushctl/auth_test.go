@@ -48,7 +48,7 @@ func TestAuthAddListRemove(t *testing.T) {
 	}
 	r = lushctl(t, "", "auth", "list", "-C", dir, "-o", "json")
 	var rows []authRow
-	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) != 4 || rows[3].Status != "obtained by the gateway" {
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) != 5 || rows[3].Status != "obtained by the gateway" || rows[4].Tool != "a2a://partner.example.com/agents/translator" {
 		t.Fatalf("list json: %+v", r)
 	}
 	for _, out := range []string{r.stdout, lushctl(t, "", "auth", "list", "-C", dir).stdout} {

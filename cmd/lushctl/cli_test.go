@@ -64,7 +64,7 @@ func TestBuildWritesAndPrintsHash(t *testing.T) {
 	if !manifest.ValidHash(hash) {
 		t.Fatalf("stdout is not a hash: %q", r.stdout)
 	}
-	if !strings.Contains(r.stderr, "✓ built quickstart: 3 agents, 2 loops") {
+	if !strings.Contains(r.stderr, "✓ built quickstart: 4 agents, 2 loops") {
 		t.Errorf("stderr = %s", r.stderr)
 	}
 	for _, ext := range []string{".json", ".tar.gz"} {

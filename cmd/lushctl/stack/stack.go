@@ -174,9 +174,13 @@ func Start(ctx context.Context, cfg Config) (st *Stack, err error) {
 			Metrics: s.Metrics, Tracer: cfg.Tracer, Logger: cfg.Logger, Version: cfg.Version}); err != nil {
 			return nil, &ConfigError{err}
 		}
-		// The same agents over A2A, behind the same authentication, run by the same runner.
-		if s.A2A, err = a2aserver.New(s.Agents, &policyhttp.Gate{Auth: s.auth, Failures: s.failures},
-			a2aserver.CardOptions{BaseURL: gcfg.Auth.ResourceURL, APIKeys: len(gcfg.Auth.APIKeys) > 0}); err != nil {
+		// The same agents over A2A, behind the same authentication, run by the same runner. The
+		// cards publish how to authenticate: bearer, API keys, and each OAuth authorization server.
+		card := a2aserver.CardOptions{BaseURL: gcfg.Auth.ResourceURL, APIKeys: len(gcfg.Auth.APIKeys) > 0}
+		for _, o := range gcfg.Auth.OAuth {
+			card.OAuth = append(card.OAuth, a2aserver.OAuthServer{Issuer: o.Issuer, Scopes: o.Scopes})
+		}
+		if s.A2A, err = a2aserver.New(s.Agents, &policyhttp.Gate{Auth: s.auth, Failures: s.failures}, card); err != nil {
 			return nil, &ConfigError{err}
 		}
 	}
