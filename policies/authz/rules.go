@@ -48,7 +48,7 @@ func ruleCatalog(comp *ast.Compiler) map[string]RuleInfo {
 		if loc == nil {
 			loc = a.Annotations.Location
 		}
-		info := RuleInfo{ID: id, Title: a.Annotations.Title, Description: strings.TrimSpace(a.Annotations.Description),
+		info := RuleInfo{ID: id, Title: a.Annotations.Title, Description: paragraphs(a.Annotations.Description),
 			File: loc.File, Line: loc.Row, Package: packageOf(a.Path)}
 		add(info)
 	}
@@ -86,6 +86,18 @@ func ruleCatalog(comp *ast.Compiler) map[string]RuleInfo {
 	return out
 }
 
+// paragraphs rejoins a METADATA description's lines: the lines of a paragraph into one, the
+// paragraphs separated by a blank line.
+func paragraphs(s string) string {
+	var out []string
+	for _, p := range strings.Split(strings.TrimSpace(s), "\n\n") {
+		if p = strings.Join(strings.Fields(p), " "); p != "" {
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, "\n\n")
+}
+
 // packageOf is the package of an annotated rule's path (data.lush.agents.call_deny → lush.agents).
 func packageOf(p ast.Ref) string {
 	if len(p) < 2 {
@@ -93,4 +105,3 @@ func packageOf(p ast.Ref) string {
 	}
 	return strings.TrimPrefix(p[:len(p)-1].String(), "data.")
 }
-

@@ -127,7 +127,7 @@ func TestOrchestratorCallsResearcher(t *testing.T) {
 		}
 		a := map[string]string{}
 		for _, kv := range s.Attributes() {
-			a[string(kv.Key)] = kv.Value.Emit()
+			a[string(kv.Key)] = kv.Value.String()
 		}
 		if a["lush.tokens.input"] == "" || a["lush.tokens.input"] == "0" || a["lush.agent"] != "orchestrator" {
 			t.Errorf("model turn span attributes: %v", a)
