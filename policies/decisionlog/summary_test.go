@@ -13,12 +13,10 @@ import (
 	"github.com/lush-agents/lush/test/pgtest"
 )
 
-// TestSummarize: the overview's counts, by the store, in SQLite and PostgreSQL alike: per bucket
-// and outcome, live writes, the most denied tools, principals and rules, the revisions that
-// decided; the window's bounds are half-open and the bucket count is bounded.
-func TestSummarize(t *testing.T) {
-	ctx := context.Background()
-	stores := map[string]func(t *testing.T) *Log{
+// bothStores opens a new log in SQLite or in PostgreSQL (a throwaway cluster), with checkpoints
+// only when asked for.
+func bothStores(ctx context.Context) map[string]func(t *testing.T) *Log {
+	return map[string]func(t *testing.T) *Log{
 		"sqlite": func(t *testing.T) *Log { return openLog(t, CheckpointEvery(0)) },
 		"postgres": func(t *testing.T) *Log {
 			dsn := pgtest.Start(t).CreateDatabase(t, "summary")
@@ -30,6 +28,14 @@ func TestSummarize(t *testing.T) {
 			return l
 		},
 	}
+}
+
+// TestSummarize: the overview's counts, by the store, in SQLite and PostgreSQL alike: per bucket
+// and outcome, live writes, the most denied tools, principals and rules, the revisions that
+// decided; the window's bounds are half-open and the bucket count is bounded.
+func TestSummarize(t *testing.T) {
+	ctx := context.Background()
+	stores := bothStores(ctx)
 	t0 := time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC)
 	type call struct {
 		min             int // minutes after t0
@@ -160,44 +166,48 @@ func TestSummarizeRefuses(t *testing.T) {
 // checkpoint that covers it) and the partition's head, last checkpoint and unprotected tail.
 func TestChainPositionAndHealth(t *testing.T) {
 	ctx := context.Background()
-	l := openLog(t, CheckpointEvery(0))
-	for _, id := range []string{"a", "b"} {
-		if err := l.Record(ctx, sampleEvent(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := l.Complete(ctx, &Completion{DecisionID: "a", Status: StatusOK}); err != nil {
-		t.Fatal(err)
-	}
-	ck, err := l.Checkpoint(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := l.Record(ctx, sampleEvent("c")); err != nil {
-		t.Fatal(err)
-	}
-	p, err := l.ChainPosition(ctx, "b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.Partition != DefaultPartition || p.Entry.Pos != 2 || p.Previous == nil || p.Previous.DecisionID != "a" || p.Previous.Kind != KindEvent ||
-		p.Next == nil || p.Next.Kind != KindCompletion || p.Next.DecisionID != "a" || p.Completion != nil ||
-		p.Checkpoint == nil || p.Checkpoint.Pos != ck.Pos || len(p.Entry.Hash) != 64 {
-		t.Errorf("position of b: %+v", p)
-	}
-	p, err = l.ChainPosition(ctx, "a")
-	if err != nil || p.Previous != nil || p.Completion == nil || p.Completion.Pos != 3 {
-		t.Errorf("position of a: %+v %v", p, err)
-	}
-	p, err = l.ChainPosition(ctx, "c")
-	if err != nil || p.Checkpoint != nil || p.Next != nil || p.Previous == nil || p.Previous.Kind != KindCompletion {
-		t.Errorf("position of c (after the checkpoint): %+v %v", p, err)
-	}
-	if p, err := l.ChainPosition(ctx, "zz"); p != nil || err != nil {
-		t.Errorf("unknown decision: %+v %v", p, err)
-	}
-	h, err := l.Health(ctx)
-	if err != nil || len(h) != 1 || h[0].Head != 4 || h[0].LastCheckpoint == nil || h[0].LastCheckpoint.Pos != 3 || h[0].Unprotected != 1 {
-		t.Errorf("health: %+v %v", h, err)
+	for name, open := range bothStores(ctx) {
+		t.Run(name, func(t *testing.T) {
+			l := open(t)
+			for _, id := range []string{"a", "b"} {
+				if err := l.Record(ctx, sampleEvent(id)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := l.Complete(ctx, &Completion{DecisionID: "a", Status: StatusOK}); err != nil {
+				t.Fatal(err)
+			}
+			ck, err := l.Checkpoint(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Record(ctx, sampleEvent("c")); err != nil {
+				t.Fatal(err)
+			}
+			p, err := l.ChainPosition(ctx, "b")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Partition == "" || p.Entry.Pos != 2 || p.Previous == nil || p.Previous.DecisionID != "a" || p.Previous.Kind != KindEvent ||
+				p.Next == nil || p.Next.Kind != KindCompletion || p.Next.DecisionID != "a" || p.Completion != nil ||
+				p.Checkpoint == nil || p.Checkpoint.Pos != ck.Pos || len(p.Entry.Hash) != 64 {
+				t.Errorf("position of b: %+v", p)
+			}
+			p, err = l.ChainPosition(ctx, "a")
+			if err != nil || p.Previous != nil || p.Completion == nil || p.Completion.Pos != 3 {
+				t.Errorf("position of a: %+v %v", p, err)
+			}
+			p, err = l.ChainPosition(ctx, "c")
+			if err != nil || p.Checkpoint != nil || p.Next != nil || p.Previous == nil || p.Previous.Kind != KindCompletion {
+				t.Errorf("position of c (after the checkpoint): %+v %v", p, err)
+			}
+			if p, err := l.ChainPosition(ctx, "zz"); p != nil || err != nil {
+				t.Errorf("unknown decision: %+v %v", p, err)
+			}
+			h, err := l.Health(ctx)
+			if err != nil || len(h) != 1 || h[0].Head != 4 || h[0].LastCheckpoint == nil || h[0].LastCheckpoint.Pos != 3 || h[0].Unprotected != 1 {
+				t.Errorf("health: %+v %v", h, err)
+			}
+		})
 	}
 }
