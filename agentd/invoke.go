@@ -203,7 +203,7 @@ func (s *Server) run(ctx context.Context, agent, modelName, system string, chain
 	defer func() { res.History = msgs }()
 	for res.Turns < s.cfg.MaxTurns {
 		res.Turns++
-		resp, err := s.opts.Model.Generate(ctx, model.Request{Model: modelName, Agent: agent, System: system, Messages: msgs, Tools: box.tools}, onText)
+		resp, err := s.generate(ctx, res.Turns, model.Request{Model: modelName, Agent: agent, System: system, Messages: msgs, Tools: box.tools}, onText)
 		if err != nil {
 			return fmt.Errorf("model %s: %w", modelName, err)
 		}
@@ -232,6 +232,23 @@ func (s *Server) run(ctx context.Context, agent, modelName, system string, chain
 		msgs = append(msgs, model.Message{Role: model.RoleUser, Parts: results})
 	}
 	return errMaxTurns
+}
+
+// generate asks the model for one turn inside a span of its own ("chat <model>", a child of the
+// invocation's), which records the turn's number, its tokens and how many tools it called: the
+// model turns of the invocation's trace.
+func (s *Server) generate(ctx context.Context, turn int, req model.Request, onText func(string)) (*model.Response, error) {
+	ctx, span := s.tracer.Start(ctx, "chat "+req.Model, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("lush.agent", req.Agent), attribute.String("lush.model", req.Model), attribute.Int("lush.turn", turn)))
+	defer span.End()
+	resp, err := s.opts.Model.Generate(ctx, req, onText)
+	if err != nil {
+		span.SetStatus(codes.Error, "the model failed")
+		return nil, err
+	}
+	span.SetAttributes(attribute.Int("lush.tokens.input", resp.Usage.Input), attribute.Int("lush.tokens.output", resp.Usage.Output),
+		attribute.Int("lush.tool_calls", len(resp.Calls())))
+	return resp, nil
 }
 
 // statusOf classifies how the loop ended. A timeout is the invocation's own limit; a

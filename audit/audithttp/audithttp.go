@@ -5,6 +5,9 @@
 //
 //	GET /audit/decisions?principal=…&since=24h&…   decisions, newest first, a page at a time
 //	GET /audit/decisions/{id}                       one decision with its completion
+//	GET /audit/decisions/{id}/context               its rules described (file:line) and its chain position
+//	GET /audit/stats?since=24h&bucket=1h&top=10     the overview: counts by outcome over time, tops, health
+//	GET /audit/traces/{id}                          an agent invocation's trace, span by span
 //	GET /ui/                                        the web UI (static files; /ui redirects here)
 //
 // Every API request is authenticated, then decided with the shared policy as action audit/read:
@@ -27,7 +30,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -61,12 +66,18 @@ type Config struct {
 	Now     func() time.Time
 	// AuthFailures counts and logs failed authentications (optional; one per process).
 	AuthFailures *identity.Failures
+	// Builds is the build store (optional): a decision's page describes the rules of the build
+	// that decided, when it is not the serving one.
+	Builds *buildstore.Store
+	// Traces is the trace store the process keeps (optional): GET /audit/traces/{id}.
+	Traces tracestore.Store
 }
 
 // Server serves the API and the UI. It is safe for concurrent use.
 type Server struct {
-	cfg  Config
-	gate *policyhttp.Gate
+	cfg      Config
+	gate     *policyhttp.Gate
+	catalogs ruleCatalogs // the rule catalogs of builds that decided (decision.go)
 }
 
 // New checks cfg and returns a server.
@@ -91,16 +102,23 @@ func New(cfg Config) (*Server, error) {
 // Handler serves the API under /audit/ and the UI under /ui and /ui/.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /audit/decisions", s.list)
-	mux.HandleFunc("GET /audit/decisions/{id}", s.get)
 	wrongMethod := func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
 		policyhttp.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "the audit API is read-only: use GET")
 	}
+	mux.HandleFunc("GET /audit/decisions", s.list)
+	mux.HandleFunc("GET /audit/decisions/{id}", s.get)
+	// console-a routes: the console's overview, a decision's context, a trace.
+	mux.HandleFunc("GET /audit/stats", s.stats)
+	mux.HandleFunc("GET /audit/decisions/{id}/context", s.decisionContext)
+	mux.HandleFunc("GET /audit/traces/{id}", s.trace)
+	mux.HandleFunc("/audit/stats", wrongMethod)
+	mux.HandleFunc("/audit/decisions/{id}/context", wrongMethod)
+	mux.HandleFunc("/audit/traces/{id}", wrongMethod)
 	mux.HandleFunc("/audit/decisions", wrongMethod)
 	mux.HandleFunc("/audit/decisions/{id}", wrongMethod)
 	mux.HandleFunc("/audit/", func(w http.ResponseWriter, r *http.Request) {
-		policyhttp.WriteError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions and GET /audit/decisions/{id}")
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions, /audit/decisions/{id}, /audit/decisions/{id}/context, /audit/stats and /audit/traces/{id}")
 	})
 	ui := UI()
 	mux.Handle("/ui", ui)

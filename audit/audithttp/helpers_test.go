@@ -166,7 +166,7 @@ func newEnv(t testing.TB, deploy bool) *env {
 	if deploy {
 		policy.Set(eng)
 	}
-	a, err := audithttp.New(audithttp.Config{Log: log, Decider: e.auditor, Auth: auth})
+	a, err := audithttp.New(audithttp.Config{Log: log, Decider: e.auditor, Auth: auth, Traces: e.traces})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,10 +6,12 @@ import (
 	"path"
 )
 
-// The web UI: the decision log's page and the approvals page, their scripts (and the one they
-// share, lush.js) and the style sheet, served as they are (no build step).
+// The web UI (the console): the decision log's search page, the approvals page, the overview, a
+// decision's page and a trace's page, their scripts (and the shell they share, lush.js) and the
+// style sheet, served as they are (no build step).
 //
 //go:embed ui/index.html ui/app.js ui/app.css ui/lush.js ui/approvals.html ui/approvals.js
+//go:embed ui/overview.html ui/overview.js ui/decision.html ui/decision.js ui/trace.html ui/trace.js
 var uiFiles embed.FS
 
 // ContentSecurityPolicy is the policy of every UI response: the page loads only its own script
@@ -24,6 +26,13 @@ var uiTypes = map[string]string{
 	"lush.js":        "text/javascript; charset=utf-8",
 	"approvals.html": "text/html; charset=utf-8",
 	"approvals.js":   "text/javascript; charset=utf-8",
+	// console-a pages
+	"overview.html": "text/html; charset=utf-8",
+	"overview.js":   "text/javascript; charset=utf-8",
+	"decision.html": "text/html; charset=utf-8",
+	"decision.js":   "text/javascript; charset=utf-8",
+	"trace.html":    "text/html; charset=utf-8",
+	"trace.js":      "text/javascript; charset=utf-8",
 }
 
 // UI serves the web UI's static files: /ui/ (the decision log), /ui/approvals.html (approvals:

@@ -3,8 +3,10 @@ package audithttp_test
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -160,6 +162,36 @@ func (b *browser) eval(t *testing.T, js string, out any) {
 			t.Fatalf("eval %s: %v", js, err)
 		}
 		*o = v
+	}
+}
+
+// updateScreenshots rewrites the console's screenshots (docs/console/<page>.png): go test -update,
+// or LUSH_UPDATE_SCREENSHOTS=1.
+var updateScreenshots = flag.Bool("update", false, "rewrite the console's screenshots in docs/console")
+
+// screenshot captures the page at the console's fixed viewport (1280×800) into
+// docs/console/<page>.png when screenshots are being updated; otherwise it only checks that the
+// file exists (a page added without its screenshot fails).
+func (b *browser) screenshot(t *testing.T, page string) {
+	t.Helper()
+	path := filepath.Join("..", "..", "docs", "console", page+".png")
+	if !*updateScreenshots && os.Getenv("LUSH_UPDATE_SCREENSHOTS") != "1" {
+		if _, err := os.Stat(path); err != nil {
+			t.Errorf("the screenshot of %s is missing (%v): run go test ./audit/audithttp -run UI -update", page, err)
+		}
+		return
+	}
+	ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.CaptureScreenshot())
+	if err != nil {
+		t.Fatalf("screenshot of %s: %v", page, err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
 

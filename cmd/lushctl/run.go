@@ -116,7 +116,7 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(traces))
 	defer tp.Shutdown(context.WithoutCancel(ctx))
 	abs, _ := filepath.Abs(dir)
-	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces),
+	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: cfg, Model: mdl, Tracer: tp, Traces: tracestore.Handler(traces), TraceStore: traces, Builds: store,
 		Logger: logger, Version: buildVersion(), Agents: &agentd.Config{MaxTurns: f.maxTurns, Timeout: f.timeout},
 		Scheduler: f.scheduler(dir), Audit: true})
 	if err != nil {

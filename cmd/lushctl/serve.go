@@ -208,8 +208,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		}
 	}()
 	abs, _ := filepath.Abs(e.project)
-	st, err := startStack(ctx, stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: &e.agents, Model: mdl, DelegationKey: e.key,
-		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler, Audit: true})
+	scfg := stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: &e.agents, Model: mdl, DelegationKey: e.key,
+		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler, Audit: true, Builds: store}
+	if traces != nil { // TRACE_BACKEND=sqlite: the console's trace page reads it
+		scfg.TraceStore = traces
+	}
+	st, err := startStack(ctx, scfg)
 	if err != nil {
 		return err
 	}

@@ -48,14 +48,15 @@ type Engine struct {
 	bundle    *bundle.Bundle
 	timeout   time.Duration
 
-	deps        *depNode       // what of the input the decision reads
-	maskDeps    *depNode       // what of the input the masks read (nil without masks)
-	cache       *lru[Decision] // nil when caching is off
-	maskCache   *lru[[]MaskOp] // nil when caching is off or there are no masks
-	cacheReason string         // why caching is off, or "" when it is on
-	hits        atomic.Uint64  // decisions answered from the cache
-	misses      atomic.Uint64  // decisions evaluated with the cache on
-	keys        sync.Pool      // *[]byte buffers for cache keys
+	deps        *depNode            // what of the input the decision reads
+	maskDeps    *depNode            // what of the input the masks read (nil without masks)
+	cache       *lru[Decision]      // nil when caching is off
+	maskCache   *lru[[]MaskOp]      // nil when caching is off or there are no masks
+	cacheReason string              // why caching is off, or "" when it is on
+	rules       map[string]RuleInfo // the rule ids the policy can name (Rules)
+	hits        atomic.Uint64       // decisions answered from the cache
+	misses      atomic.Uint64       // decisions evaluated with the cache on
+	keys        sync.Pool           // *[]byte buffers for cache keys
 }
 
 // Option configures an Engine.
@@ -155,7 +156,7 @@ func newEngine(ctx context.Context, b *bundle.Bundle, c config) (*Engine, error)
 		return nil, fmt.Errorf("prepare bundle %s: %w", short(rev), err)
 	}
 	a := analyse(comp, ast.MustParseRef(Query))
-	e := &Engine{query: q, revision: rev, bundle: b, timeout: c.timeout, deps: a.deps}
+	e := &Engine{query: q, revision: rev, bundle: b, timeout: c.timeout, deps: a.deps, rules: ruleCatalog(comp)}
 	var m analysis
 	if definesMasks(comp.Modules) {
 		mq, err := prepare(MaskQuery)

@@ -19,6 +19,9 @@ type dialect struct {
 	insertCompletion string
 	// groupMember and argumentsContain are Filter clauses over the event document.
 	groupMember, argumentsContain string
+	// denialReasons joins each event (e) to the reasons of its result (one row per reason
+	// object), and reasonRule is a reason's rule id: Summarize counts the rules that deny.
+	denialReasons, reasonRule string
 	// verifyTx reads Verify's statements from one snapshot.
 	verifyTx sql.TxOptions
 	// multiRow writes a run of events (or completions) with multi-row statements (appendRun)
@@ -33,6 +36,8 @@ var sqliteDialect = &dialect{
 	ON CONFLICT (decision_id) DO NOTHING`,
 	groupMember:      "(e.principal = ? OR EXISTS (SELECT 1 FROM json_each(e.event, '$.groups') WHERE value = ?))",
 	argumentsContain: "instr(CAST(json_extract(e.event, '$.input.arguments') AS TEXT), ?) > 0",
+	denialReasons:    "events e JOIN json_each(e.event, '$.result.reasons') r ON r.type = 'object'",
+	reasonRule:       "json_extract(r.value, '$.rule')",
 	verifyTx:         sql.TxOptions{ReadOnly: true},
 }
 
@@ -45,8 +50,11 @@ var postgresDialect = &dialect{
 	WHERE EXISTS (SELECT 1 FROM events WHERE decision_id = ?) ON CONFLICT (decision_id) DO NOTHING`,
 	groupMember:      "(e.principal = ? OR (e.event::jsonb -> 'groups') @> jsonb_build_array(?::text))",
 	argumentsContain: "strpos((e.event::jsonb -> 'input' -> 'arguments')::text, ?) > 0",
-	verifyTx:         sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
-	multiRow:         true,
+	denialReasons: `events e CROSS JOIN LATERAL jsonb_array_elements(CASE WHEN jsonb_typeof(e.event::jsonb -> 'result' -> 'reasons') = 'array'
+	THEN e.event::jsonb -> 'result' -> 'reasons' ELSE '[]'::jsonb END) r(value)`,
+	reasonRule: "r.value ->> 'rule'",
+	verifyTx:   sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead},
+	multiRow:   true,
 }
 
 // q rewrites a statement's placeholders for the dialect: for PostgreSQL, ? becomes $1, $2, …

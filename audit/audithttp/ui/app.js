@@ -108,6 +108,7 @@
     const e = rec.event || {};
     const result = e.result && typeof e.result === 'object' ? e.result : {};
     $('d-id').textContent = e.decision_id || '';
+    $('d-page').href = 'decision.html#' + encodeURIComponent(e.decision_id || '');
     const sum = $('d-summary');
     clear(sum);
     term(sum, 'Time (UTC)', when(e.timestamp));
@@ -236,6 +237,12 @@
       window.history.replaceState(null, '', window.location.pathname + window.location.search);
     });
     window.addEventListener('hashchange', openFromHash);
+    // Filters in the page's query (links from the other pages: ./?principal=…) fill the form.
+    const preset = new URLSearchParams(window.location.search);
+    for (const name of FILTERS) {
+      const v = preset.get(name);
+      if (v !== null) $('f-' + name).value = v;
+    }
     if (token()) {
       search(false);
       openFromHash();

@@ -1,7 +1,8 @@
-// The UI's link to the Lush API, shared by its pages (the decision log, approvals): the bearer
-// token kept for this browser tab, authenticated JSON requests, and DOM helpers that only ever
-// put text on the page (textContent, never HTML), so a logged value such as
-// <img src=x onerror=…> is shown as the text it is.
+// The console's shell and its link to the Lush API, shared by every page: the nav bar, the
+// sign-in box, the bearer token kept for this browser tab, authenticated JSON requests to the
+// page's own origin (relative URLs only), and DOM helpers that only ever put text on the page
+// (textContent, never HTML), so a logged value such as <img src=x onerror=…> is shown as the
+// text it is.
 'use strict';
 
 window.LushUI = (function () {
@@ -118,13 +119,121 @@ window.LushUI = (function () {
     });
   }
 
+  // The console's pages, in the nav bar's order: [file, label].
+  const PAGES = [
+    ['overview.html', 'Overview'],
+    ['./', 'Decisions'],
+    ['approvals.html', 'Approvals'],
+    ['graph.html', 'Graph'],
+    ['review.html', 'Access review'],
+    ['replay.html', 'Replay'],
+    ['playground.html', 'Playground'],
+  ];
+
+  // nav fills <nav id="nav"> with the console's pages as a list of links, the current one marked.
+  function nav() {
+    const box = document.getElementById('nav');
+    if (!box) return;
+    clear(box);
+    box.setAttribute('aria-label', 'Console');
+    const here = window.location.pathname.replace(/.*\//, '') || './';
+    const ul = el('ul');
+    for (const [href, label] of PAGES) {
+      const a = el('a', label);
+      a.href = href;
+      if (href === here || (href === './' && here === 'index.html')) a.setAttribute('aria-current', 'page');
+      const li = el('li');
+      li.appendChild(a);
+      ul.appendChild(li);
+    }
+    box.appendChild(ul);
+  }
+
+  // signInBox builds the sign-in form in <section id="auth"> (once, the same on every page);
+  // the section's data-placeholder says whose token the page wants.
+  function signInBox() {
+    const box = document.getElementById('auth');
+    if (!box || document.getElementById('token-form')) return;
+    const form = el('form');
+    form.id = 'token-form';
+    form.autocomplete = 'off';
+    const label = el('label', 'Bearer token');
+    label.htmlFor = 'token';
+    const input = el('input');
+    input.id = 'token';
+    input.name = 'token';
+    input.type = 'password';
+    input.spellcheck = false;
+    input.placeholder = box.dataset.placeholder || 'API key or JWT of a principal with the audit role';
+    const save = el('button', 'Use token');
+    save.id = 'token-save';
+    save.type = 'submit';
+    const forget = el('button', 'Forget token');
+    forget.id = 'token-clear';
+    forget.type = 'button';
+    const state = el('span', '', 'note');
+    state.id = 'token-state';
+    for (const n of [label, input, save, forget, state]) form.appendChild(n);
+    box.appendChild(form);
+  }
+
+  // api is the URL of an API path ("audit/stats?…") on the page's own origin, relative to the
+  // console's directory (so it also works under a proxy's prefix). Leading slashes are dropped,
+  // so no path can name another host; a URL off the origin is refused all the same: the token
+  // goes nowhere else.
+  function api(rel) {
+    const u = new URL('../' + String(rel).replace(/^\/+/, ''), window.location.href);
+    if (u.origin !== window.location.origin) throw new Error('refusing a request to another origin: ' + u.origin);
+    return u;
+  }
+
+  async function getJSON(rel) {
+    return request(api(rel), 'GET');
+  }
+
+  // link returns an <a> with text (never HTML) to a page of the console.
+  function link(href, text, cls) {
+    const a = el('a', text, cls);
+    a.href = href;
+    return a;
+  }
+
+  // searchLink links to the decision search with filters ({principal: …}).
+  function searchLink(filters, text) {
+    return link('./?' + new URLSearchParams(filters).toString(), text);
+  }
+
+  // svg creates an SVG element with attributes (numbers and text only; never markup).
+  function svg(tag, attrs, text) {
+    const e = document.createElementNS('http://www.w3.org/2000/svg', tag);
+    for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, String(v));
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+
+  // term adds a name and value to a <dl>, unless the value is empty.
+  function term(dl, name, value) {
+    if (value === undefined || value === null || value === '' || (Array.isArray(value) && value.length === 0)) return;
+    dl.appendChild(el('dt', name));
+    const dd = el('dd');
+    if (value instanceof Node) dd.appendChild(value);
+    else dd.textContent = Array.isArray(value) ? value.join(', ') : String(value);
+    dl.appendChild(dd);
+  }
+
+  // ready runs init once the page is parsed, after the shell (nav bar, sign-in box) is built.
   function ready(init) {
-    if (document.readyState === 'loading') {
-      document.addEventListener('DOMContentLoaded', init);
-    } else {
+    const start = () => {
+      nav();
+      signInBox();
       init();
+    };
+    if (document.readyState === 'loading') {
+      document.addEventListener('DOMContentLoaded', start);
+    } else {
+      start();
     }
   }
 
-  return { token, el, clear, pretty, when, request, showError, hideError, tokenForm, ready };
+  return { token, el, clear, pretty, when, request, showError, hideError, tokenForm, ready, nav, api, getJSON, link, searchLink, svg, term };
 })();

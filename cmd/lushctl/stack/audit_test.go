@@ -107,3 +107,66 @@ func TestShutdownSignsTheLog(t *testing.T) {
 		t.Fatalf("verify after shutdown: %+v %v", rep, err)
 	}
 }
+
+// TestConsoleRoutes: the stack hands the audit API its trace store and build store: an
+// auditor reads an invocation's trace (its model turns and the child invocation through
+// lush://) and a decision's rules described by the build that decided, also once another build
+// serves.
+func TestConsoleRoutes(t *testing.T) {
+	h := start(t, harnessOpts{console: true, lushYAML: "roles:\n  audit: [user:carol]\n"})
+	code, res, body := h.chat("orchestrator", aliceKey, "Write a report on Q3")
+	if code != 200 || res.TraceID == "" {
+		t.Fatalf("chat: %d %s", code, body)
+	}
+	code, body = h.get("/audit/traces/"+res.TraceID, carolKey)
+	var tr struct {
+		Spans []struct {
+			Name       string         `json:"name"`
+			Attributes map[string]any `json:"attributes"`
+		} `json:"spans"`
+	}
+	if code != http.StatusOK || json.Unmarshal(body, &tr) != nil {
+		t.Fatalf("trace: %d %s", code, body)
+	}
+	names := map[string]int{}
+	for _, s := range tr.Spans {
+		names[s.Name]++
+	}
+	if names["invoke_agent orchestrator"] != 1 || names["invoke_agent researcher"] != 1 || names["chat gemini-2.5-flash"] < 3 || names["tool researcher"] != 1 {
+		t.Errorf("the trace's spans: %v", names)
+	}
+	if code, body := h.get("/audit/traces/"+res.TraceID, aliceKey); code != http.StatusForbidden {
+		t.Errorf("alice reads a trace: %d %s", code, body)
+	}
+
+	rules := func() audithttp.DecisionContext {
+		t.Helper()
+		code, body := h.get("/audit/decisions/"+res.ID+"/context", carolKey)
+		var c audithttp.DecisionContext
+		if code != http.StatusOK || json.Unmarshal(body, &c) != nil || len(c.Rules) == 0 {
+			t.Fatalf("context: %d %s", code, body)
+		}
+		return c
+	}
+	if c := rules(); !c.Rules[0].Known || c.Rules[0].File == "" || c.Revision != h.hash {
+		t.Errorf("the invocation's rules (serving build): %+v", c)
+	}
+	// Another build serves: the invocation's rules come from the build store.
+	dir := project(t, "http://127.0.0.1:9/mcp")
+	f, err := os.OpenFile(filepath.Join(dir, "lush.yaml"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString("roles:\n  audit: [user:carol, user:dave]\n")
+	f.Close()
+	other, err := compiler.Build(context.Background(), dir, compiler.Offline(true))
+	if err != nil || !other.OK() || other.Hash == h.hash {
+		t.Fatalf("build: %v", err)
+	}
+	if err := h.st.Deploy(context.Background(), other.Manifest, other.Hash, other.Bundle); err != nil {
+		t.Fatal(err)
+	}
+	if c := rules(); !c.Rules[0].Known || c.Rules[0].File == "" || c.RulesNote != "" {
+		t.Errorf("the invocation's rules (from the build store): %+v", c)
+	}
+}

@@ -119,6 +119,25 @@ func TestOrchestratorCallsResearcher(t *testing.T) {
 	if tool.Parent().SpanID() != root.SpanContext().SpanID() {
 		t.Error("the tool span is not a child of the invocation span")
 	}
+	// Each model turn is a span of the invocation, with its number and tokens.
+	var turns []string
+	for _, s := range spans {
+		if s.Name() != "chat gemini-2.5-flash" || s.Parent().SpanID() != root.SpanContext().SpanID() {
+			continue
+		}
+		a := map[string]string{}
+		for _, kv := range s.Attributes() {
+			a[string(kv.Key)] = kv.Value.String()
+		}
+		if a["lush.tokens.input"] == "" || a["lush.tokens.input"] == "0" || a["lush.agent"] != "orchestrator" {
+			t.Errorf("model turn span attributes: %v", a)
+		}
+		turns = append(turns, a["lush.turn"])
+	}
+	slices.Sort(turns)
+	if len(turns) < 2 || turns[0] != "1" || turns[1] != "2" {
+		t.Errorf("model turns of the orchestrator: %v, want one span per turn, numbered from 1", turns)
+	}
 }
 
 // carol may run the orchestrator and holds a grant on lush://researcher, but not execute on

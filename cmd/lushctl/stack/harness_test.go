@@ -24,7 +24,9 @@ import (
 	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/gateway"
+	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/identity"
+	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/scheduler"
 	"github.com/lush-agents/lush/test/mcpserver"
@@ -194,6 +196,9 @@ type harnessOpts struct {
 	lushYAML string
 	// logPath is the decision log (default: a new file), to start a stack on another's log.
 	logPath string
+	// console keeps traces in memory and builds in a build store (the deployed one saved there),
+	// both handed to the audit API, as lushctl run does.
+	console bool
 }
 
 // start builds the test project and serves it with a stack on loopback.
@@ -239,8 +244,14 @@ func start(t testing.TB, o harnessOpts) *harness {
 	if o.scheduler {
 		sched = &scheduler.Config{Store: filepath.Join(t.TempDir(), "scheduler.db"), Poll: 50 * time.Millisecond}
 	}
-	st, err := stack.Start(ctx, stack.Config{ProjectDir: dir, Gateway: cfg, Agents: &o.agents, Model: o.model, Audit: true, Tracer: tp, Logger: logger,
-		Scheduler: sched})
+	scfg := stack.Config{ProjectDir: dir, Gateway: cfg, Agents: &o.agents, Model: o.model, Audit: true, Tracer: tp, Logger: logger,
+		Scheduler: sched}
+	if o.console {
+		traces := tracestore.NewMemory(0)
+		tp.RegisterSpanProcessor(sdktrace.NewSimpleSpanProcessor(traces))
+		scfg.TraceStore, scfg.Builds = traces, buildstore.Open(filepath.Join(t.TempDir(), "build"))
+	}
+	st, err := stack.Start(ctx, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,6 +265,11 @@ func start(t testing.TB, o harnessOpts) *harness {
 	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
 	if err != nil || !res.OK() {
 		t.Fatalf("build: %v %v", err, res.Diagnostics)
+	}
+	if scfg.Builds != nil {
+		if err := scfg.Builds.Save(res.Hash, res.ManifestJSON, res.Bundle); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := st.Deploy(ctx, res.Manifest, res.Hash, res.Bundle); err != nil {
 		t.Fatal(err)

@@ -58,9 +58,11 @@ import (
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/gateway/approvalhttp"
 	"github.com/lush-agents/lush/gateway/budgethttp"
+	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
+	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/policies/budget"
 	"github.com/lush-agents/lush/policies/decisionlog"
 	"github.com/lush-agents/lush/policies/enforce"
@@ -87,9 +89,15 @@ type Config struct {
 	DelegationKey ed25519.PrivateKey
 	Tracer        trace.TracerProvider // optional
 	Traces        http.Handler         // optional: served at /traces (authenticated)
-	Logger        *slog.Logger         // optional
-	Version       string
-	Instance      string // this replica's name in decision-log events (default: host name)
+	// TraceStore is the store behind Traces (optional): the audit API serves its traces as
+	// audit/read decisions (GET /audit/traces/{id}, the console's trace page).
+	TraceStore tracestore.Store
+	// Builds is the build store (optional): the audit API describes the rules of a decision's
+	// build from it.
+	Builds   *buildstore.Store
+	Logger   *slog.Logger // optional
+	Version  string
+	Instance string // this replica's name in decision-log events (default: host name)
 }
 
 // ConfigError is an error in what the stack was configured with (as opposed to one of running
@@ -306,7 +314,7 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	if cfg.Audit {
 		// The audit API logs its own decisions in the log it serves.
 		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth,
-			AuthFailures: s.failures, Logger: cfg.Logger})
+			AuthFailures: s.failures, Logger: cfg.Logger, Builds: cfg.Builds, Traces: cfg.TraceStore})
 		if err != nil {
 			return nil, err
 		}
