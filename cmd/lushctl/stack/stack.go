@@ -25,6 +25,8 @@
 //	/approvals[/<id>]            calls waiting for a person's approval: list, approve, deny (approvalhttp)
 //	/budgets, /budgets/<n>/top-up  budget usage and top-ups, for the budget role (budgethttp)
 //	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
+//	/audit/builds/..., /audit/replay, /audit/eval  the project's kept builds: graph, access
+//	                             review, replay, policy playground (audithttp, the audit role)
 //	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
@@ -58,6 +60,7 @@ import (
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/gateway/approvalhttp"
 	"github.com/lush-agents/lush/gateway/budgethttp"
+	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/telemetry"
@@ -301,8 +304,10 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	mux.Handle("GET "+identity.MetadataPath+"/", metadata)
 	if cfg.Audit {
 		// The audit API logs its own decisions in the log it serves.
+		// The console's build pages (graph, access review, replay, playground) read the project's
+		// kept builds.
 		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth,
-			AuthFailures: s.failures, Logger: cfg.Logger})
+			AuthFailures: s.failures, Logger: cfg.Logger, Builds: buildstore.ForProject(cfg.ProjectDir)})
 		if err != nil {
 			return nil, err
 		}
