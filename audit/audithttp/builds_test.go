@@ -22,14 +22,19 @@ import (
 	"github.com/lush-agents/lush/test/projecttest"
 )
 
-// candidateFiles is projectFiles with user:dave let in: the researcher's ACL and a read grant
-// on the notes server. It flips dave's denied search_notes (seed) to allow.
+// xssPrincipal is a principal a build may name (no spaces) that is also markup.
+const xssPrincipal = "user:<img/src=x/onerror=alert(2)>"
+
+// candidateFiles is projectFiles with user:dave let in (the researcher's ACL and a read grant on
+// the notes server: it flips dave's denied search_notes of seed to allow), and xssPrincipal
+// (ACL and a write grant).
 func candidateFiles() map[string]string {
 	files := maps.Clone(projectFiles)
 	files["lush.yaml"] = strings.Replace(files["lush.yaml"], "      - {principal: group:eng, access: write}\n",
-		"      - {principal: group:eng, access: write}\n      - {principal: user:dave, access: read}\n", 1)
+		"      - {principal: group:eng, access: write}\n      - {principal: user:dave, access: read}\n"+
+			"      - {principal: \""+xssPrincipal+"\", access: write}\n", 1)
 	files["agents/researcher/spec.yaml"] = strings.Replace(files["agents/researcher/spec.yaml"], "  - {principal: group:eng, role: execute}\n",
-		"  - {principal: group:eng, role: execute}\n  - {principal: user:dave, role: execute}\n", 1)
+		"  - {principal: group:eng, role: execute}\n  - {principal: user:dave, role: execute}\n  - {principal: \""+xssPrincipal+"\", role: execute}\n", 1)
 	return files
 }
 

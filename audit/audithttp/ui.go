@@ -10,6 +10,7 @@ import (
 // share, lush.js) and the style sheet, served as they are (no build step).
 //
 //go:embed ui/index.html ui/app.js ui/app.css ui/lush.js ui/approvals.html ui/approvals.js
+//go:embed ui/graph.html ui/graph.js ui/review.html ui/review.js ui/replay.html ui/replay.js ui/playground.html ui/playground.js ui/console-b.css
 var uiFiles embed.FS
 
 // ContentSecurityPolicy is the policy of every UI response: the page loads only its own script
@@ -24,6 +25,12 @@ var uiTypes = map[string]string{
 	"lush.js":        "text/javascript; charset=utf-8",
 	"approvals.html": "text/html; charset=utf-8",
 	"approvals.js":   "text/javascript; charset=utf-8",
+	// console-b pages
+	"graph.html": "text/html; charset=utf-8", "graph.js": "text/javascript; charset=utf-8",
+	"review.html": "text/html; charset=utf-8", "review.js": "text/javascript; charset=utf-8",
+	"replay.html": "text/html; charset=utf-8", "replay.js": "text/javascript; charset=utf-8",
+	"playground.html": "text/html; charset=utf-8", "playground.js": "text/javascript; charset=utf-8",
+	"console-b.css": "text/css; charset=utf-8",
 }
 
 // UI serves the web UI's static files: /ui/ (the decision log), /ui/approvals.html (approvals:
