@@ -225,6 +225,16 @@ func TestReplayUIInBrowser(t *testing.T) {
 		t.Errorf("candidate side: %q", got)
 	}
 	screenshot(t, b, "replay")
+
+	// A principal without the audit role sees the refusal and the id of the decision that made it.
+	b.do(t, "as alice", chromedp.Click(chromedp.CSS("#token-clear")), chromedp.SendKeys(chromedp.CSS("#token"), aliceKey),
+		chromedp.Click(chromedp.CSS("#token-save")), poll(`document.querySelector('#error .error-decision') !== null`))
+	if msg := b.text(t, "#error"); !strings.Contains(msg, "403 forbidden") || !strings.Contains(msg, "may not read the decision log") {
+		t.Errorf("403 shown as %q", msg)
+	}
+	if ev := e.record(b.text(t, "#error .error-decision")).Event; ev.Outcome != "deny" || ev.Principal != "user:alice" || ev.Action != authz.ActionAuditRead {
+		t.Errorf("the refusal is logged as %+v", ev)
+	}
 	checkPage(t, b, e)
 }
 
