@@ -8,6 +8,11 @@
 //	GET /audit/decisions/{id}/context               its rules described (file:line) and its chain position
 //	GET /audit/stats?since=24h&bucket=1h&top=10     the overview: counts by outcome over time, tops, health
 //	GET /audit/traces/{id}                          an agent invocation's trace, span by span
+//	GET /audit/builds                               the kept builds (deployed, serving)
+//	GET /audit/builds/{hash}/graph                  a build's derived graph of who may call whom
+//	GET /audit/builds/{hash}/review?diff=…&format=…  its access review, a diff, CSV
+//	GET /audit/replay?build=…&since=…&…             a window of the log decided again by a build
+//	POST /audit/eval                                one input evaluated and explained (the playground)
 //	GET /ui/                                        the web UI (static files; /ui redirects here)
 //
 // Every API request is authenticated, then decided with the shared policy as action audit/read:
@@ -66,11 +71,16 @@ type Config struct {
 	Now     func() time.Time
 	// AuthFailures counts and logs failed authentications (optional; one per process).
 	AuthFailures *identity.Failures
-	// Builds is the build store (optional): a decision's page describes the rules of the build
-	// that decided, when it is not the serving one.
+	// Builds is the store of kept builds (optional): a decision's page describes the rules of
+	// the build that decided when it is not the serving one, and the console's build pages read
+	// it (without it, the build routes answer 404 and the playground evaluates with the serving
+	// build).
 	Builds *buildstore.Store
 	// Traces is the trace store the process keeps (optional): GET /audit/traces/{id}.
 	Traces tracestore.Store
+	// AnalysisTimeout bounds one decision of a review, replay or evaluation (default
+	// DefaultAnalysisTimeout).
+	AnalysisTimeout time.Duration
 }
 
 // Server serves the API and the UI. It is safe for concurrent use.
@@ -78,6 +88,7 @@ type Server struct {
 	cfg      Config
 	gate     *policyhttp.Gate
 	catalogs ruleCatalogs // the rule catalogs of builds that decided (decision.go)
+	analyses analyses // the builds' loaded policies and reviews
 }
 
 // New checks cfg and returns a server.
@@ -95,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.AnalysisTimeout <= 0 {
+		cfg.AnalysisTimeout = DefaultAnalysisTimeout
 	}
 	return &Server{cfg: cfg, gate: &policyhttp.Gate{Decider: cfg.Decider, Auth: cfg.Auth, Failures: cfg.AuthFailures}}, nil
 }
@@ -117,8 +131,23 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/audit/traces/{id}", wrongMethod)
 	mux.HandleFunc("/audit/decisions", wrongMethod)
 	mux.HandleFunc("/audit/decisions/{id}", wrongMethod)
+	// console-b routes: the builds (their graph and access review), replay, the policy playground.
+	mux.HandleFunc("GET /audit/builds", s.builds)
+	mux.HandleFunc("GET /audit/builds/{hash}/graph", s.graph)
+	mux.HandleFunc("GET /audit/builds/{hash}/review", s.review)
+	mux.HandleFunc("GET /audit/replay", s.replay)
+	mux.HandleFunc("POST /audit/eval", s.eval)
+	for _, route := range []string{"/audit/builds", "/audit/builds/{hash}/graph", "/audit/builds/{hash}/review", "/audit/replay"} {
+		mux.HandleFunc(route, wrongMethod)
+	}
+	mux.HandleFunc("/audit/eval", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", "POST")
+		policyhttp.WriteError(w, http.StatusMethodNotAllowed, "method_not_allowed", "an evaluation is asked for with POST and a JSON body")
+	})
+
 	mux.HandleFunc("/audit/", func(w http.ResponseWriter, r *http.Request) {
-		policyhttp.WriteError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions, /audit/decisions/{id}, /audit/decisions/{id}/context, /audit/stats and /audit/traces/{id}")
+		policyhttp.WriteError(w, http.StatusNotFound, "not_found", "no such route: the audit API serves GET /audit/decisions[/{id}[/context]], "+
+			"GET /audit/stats, GET /audit/traces/{id}, GET /audit/builds, GET /audit/builds/{hash}/graph and /review, GET /audit/replay and POST /audit/eval (docs/audit-api.md)")
 	})
 	ui := UI()
 	mux.Handle("/ui", ui)

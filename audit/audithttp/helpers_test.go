@@ -126,8 +126,8 @@ func buildProject(t testing.TB) *compiler.Result {
 }
 
 // newEnv serves the audit API (and the UI, and /traces) on a loopback listener. deploy false
-// leaves the audit API without a policy.
-func newEnv(t testing.TB, deploy bool) *env {
+// leaves the audit API without a policy; opts change the API's configuration.
+func newEnv(t testing.TB, deploy bool, opts ...func(*audithttp.Config)) *env {
 	t.Helper()
 	ctx := context.Background()
 	res := buildProject(t)
@@ -166,7 +166,11 @@ func newEnv(t testing.TB, deploy bool) *env {
 	if deploy {
 		policy.Set(eng)
 	}
-	a, err := audithttp.New(audithttp.Config{Log: log, Decider: e.auditor, Auth: auth, Traces: e.traces})
+	cfg := audithttp.Config{Log: log, Decider: e.auditor, Auth: auth, Traces: e.traces}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	a, err := audithttp.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

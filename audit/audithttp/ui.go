@@ -7,11 +7,13 @@ import (
 )
 
 // The web UI (the console): the decision log's search page, the approvals page, the overview, a
-// decision's page and a trace's page, their scripts (and the shell they share, lush.js) and the
+// decision's page, a trace's page, the graph, the access review, replay and the policy
+// playground, their scripts (and the shell they share, lush.js) and the
 // style sheet, served as they are (no build step).
 //
 //go:embed ui/index.html ui/app.js ui/app.css ui/lush.js ui/approvals.html ui/approvals.js
 //go:embed ui/overview.html ui/overview.js ui/decision.html ui/decision.js ui/trace.html ui/trace.js
+//go:embed ui/graph.html ui/graph.js ui/review.html ui/review.js ui/replay.html ui/replay.js ui/playground.html ui/playground.js ui/console-b.css
 var uiFiles embed.FS
 
 // ContentSecurityPolicy is the policy of every UI response: the page loads only its own script
@@ -33,6 +35,12 @@ var uiTypes = map[string]string{
 	"decision.js":   "text/javascript; charset=utf-8",
 	"trace.html":    "text/html; charset=utf-8",
 	"trace.js":      "text/javascript; charset=utf-8",
+	// console-b pages
+	"graph.html": "text/html; charset=utf-8", "graph.js": "text/javascript; charset=utf-8",
+	"review.html": "text/html; charset=utf-8", "review.js": "text/javascript; charset=utf-8",
+	"replay.html": "text/html; charset=utf-8", "replay.js": "text/javascript; charset=utf-8",
+	"playground.html": "text/html; charset=utf-8", "playground.js": "text/javascript; charset=utf-8",
+	"console-b.css": "text/css; charset=utf-8",
 }
 
 // UI serves the web UI's static files: /ui/ (the decision log), /ui/approvals.html (approvals:

@@ -270,9 +270,9 @@ Exit status is 0 whatever the decision, unless --fail-on-deny is given (then 1 w
 					return err
 				}
 			} else {
-				writeDecision(cmd.OutOrStdout(), in, d)
+				authz.WriteExplanation(cmd.OutOrStdout(), in, d)
 				if trace != "" {
-					fmt.Fprintf(cmd.OutOrStdout(), "\ntrace:\n%s", filterTrace(trace, f.explain))
+					fmt.Fprintf(cmd.OutOrStdout(), "\ntrace:\n%s", authz.FilterTrace(trace, f.explain))
 				}
 			}
 			if f.failOnDeny && !d.Allow {
@@ -389,77 +389,4 @@ func (f *evalFlags) bundle(cmd *cobra.Command, dir string) ([]byte, error) {
 		return nil, fmt.Errorf("read bundle of build %s: %w", manifest.Short(hash), err)
 	}
 	return data, nil
-}
-
-func writeDecision(w io.Writer, in authz.Input, d authz.Decision) {
-	headline := map[string]string{
-		authz.OutcomeAllow:    "ALLOW",
-		authz.OutcomeStub:     "STUB (allowed; the write is not executed because live writes are off)",
-		authz.OutcomeApproval: "APPROVAL REQUIRED (allowed once a person approves)",
-		authz.OutcomeDeny:     "DENY",
-		authz.OutcomeError:    "DENY (evaluation failed: the policy could not be evaluated)",
-	}[d.Outcome]
-	fmt.Fprintf(w, "decision: %s\n", headline)
-	who := in.Principal.ID
-	if len(in.Principal.Groups) > 0 {
-		who += " (groups: " + strings.Join(in.Principal.Groups, ", ") + ")"
-	}
-	fmt.Fprintf(w, "  principal  %s\n", who)
-	if in.Agent != "" {
-		agent := in.Agent
-		if len(in.Chain) > 1 {
-			agent += " (chain: " + strings.Join(in.Chain, " → ") + ")"
-		}
-		fmt.Fprintf(w, "  agent      %s\n", agent)
-	}
-	action := in.Action
-	if in.Tool != nil {
-		action += " " + in.Tool.Ref
-		if in.Tool.Name != "" {
-			action += " " + in.Tool.Name
-		}
-		fmt.Fprintf(w, "  action     %s\n", action)
-		if d.Outcome != authz.OutcomeError { // a failed evaluation classified nothing
-			fmt.Fprintf(w, "  class      access %s, risk %s\n", d.Access, d.Risk)
-		}
-	} else {
-		if in.Loop != "" {
-			action += " " + in.Loop
-		}
-		fmt.Fprintf(w, "  action     %s\n", action)
-	}
-	fmt.Fprintf(w, "  revision   %s\n", manifest.Short(d.Revision))
-	if len(d.Reasons) > 0 {
-		fmt.Fprintln(w, "reasons:")
-		for _, r := range d.Reasons {
-			fmt.Fprintf(w, "  ✗ %s: %s\n", r.Rule, r.Message)
-		}
-	}
-	if len(d.Approvals) > 0 {
-		fmt.Fprintln(w, "approval needed because:")
-		for _, r := range d.Approvals {
-			fmt.Fprintf(w, "  ? %s: %s\n", r.Rule, r.Message)
-		}
-	}
-	if d.Error != "" {
-		fmt.Fprintf(w, "error: %s\n", d.Error)
-	}
-	fmt.Fprintf(w, "rules: %s\n", strings.Join(d.Rules, ", "))
-}
-
-// filterTrace keeps only note events for --explain notes.
-func filterTrace(trace, mode string) string {
-	if mode != "notes" {
-		return trace
-	}
-	var out []string
-	for _, line := range strings.Split(trace, "\n") {
-		if strings.Contains(line, "Note") {
-			out = append(out, line)
-		}
-	}
-	if len(out) == 0 {
-		return "(no trace(...) notes; use --explain full)\n"
-	}
-	return strings.Join(out, "\n") + "\n"
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -9,32 +8,12 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/lush-agents/lush/audit/replay"
 	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
 )
-
-// replayed is a logged decision decided again under another build.
-type replayed struct {
-	DecisionID string   `json:"decision_id"`
-	Time       string   `json:"time"`
-	Principal  string   `json:"principal"`
-	Agent      string   `json:"agent,omitempty"`
-	Action     string   `json:"action"`
-	Tool       string   `json:"tool,omitempty"`
-	Was        string   `json:"was"`
-	Now        string   `json:"now"`
-	Rules      []string `json:"rules"`             // of the new decision
-	Reasons    []string `json:"reasons,omitempty"` // of the new decision
-}
-
-type replaySummary struct {
-	Bundle   string     `json:"bundle"`
-	Replayed int        `json:"replayed"`
-	Skipped  int        `json:"skipped"` // the input was not logged (masked by the policy)
-	Changed  []replayed `json:"changed"`
-}
 
 func newAuditReplayCmd() *cobra.Command {
 	var f auditFlags
@@ -81,29 +60,7 @@ or the build cannot be read.`,
 			if err != nil {
 				return err
 			}
-			sum := replaySummary{Bundle: hash, Changed: []replayed{}}
-			for _, rec := range recs {
-				ev := rec.Event
-				var in authz.Input
-				if len(ev.Input) == 0 || string(ev.Input) == "null" || json.Unmarshal(ev.Input, &in) != nil || in.Action == "" {
-					sum.Skipped++
-					continue
-				}
-				sum.Replayed++
-				d := eng.Decide(cmd.Context(), in)
-				if d.Outcome == ev.Outcome {
-					continue
-				}
-				rp := replayed{DecisionID: ev.DecisionID, Time: ev.Timestamp.Format("2006-01-02T15:04:05Z"), Principal: ev.Principal,
-					Agent: ev.Agent, Action: ev.Action, Tool: ev.Tool, Was: ev.Outcome, Now: d.Outcome, Rules: d.Rules}
-				if ev.ToolName != "" {
-					rp.Tool += " (" + ev.ToolName + ")"
-				}
-				for _, reason := range d.Reasons {
-					rp.Reasons = append(rp.Reasons, reason.Message)
-				}
-				sum.Changed = append(sum.Changed, rp)
-			}
+			sum := replay.Run(cmd.Context(), eng, recs)
 			if f.output == "json" {
 				err = writeJSON(cmd.OutOrStdout(), sum)
 			} else {
@@ -122,7 +79,7 @@ or the build cannot be read.`,
 	return cmd
 }
 
-func writeReplay(w io.Writer, sum replaySummary) error {
+func writeReplay(w io.Writer, sum replay.Summary) error {
 	fmt.Fprintf(w, "replayed %d logged decisions under build %s (%d skipped: input not logged): %d would change\n",
 		sum.Replayed, manifest.Short(sum.Bundle), sum.Skipped, len(sum.Changed))
 	if len(sum.Changed) == 0 {

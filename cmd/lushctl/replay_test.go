@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/lush-agents/lush/audit/replay"
 	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/policies/authz"
 	"github.com/lush-agents/lush/policies/decisionlog"
@@ -69,7 +70,7 @@ func TestAuditReplay(t *testing.T) {
 	dir, old, next, logPath := loggedDecisions(t)
 	fs := "mcp://npx/@modelcontextprotocol/server-filesystem"
 	r := lushctl(t, "", "audit", "replay", "--log", logPath, "--bundle", next[:10], "-C", dir, "-o", "json")
-	var sum replaySummary
+	var sum replay.Summary
 	if err := json.Unmarshal([]byte(r.stdout), &sum); err != nil || r.code != 0 {
 		t.Fatalf("replay: %d %v %s %s", r.code, err, r.stdout, r.stderr)
 	}

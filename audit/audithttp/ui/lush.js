@@ -237,3 +237,74 @@ window.LushUI = (function () {
 
   return { token, el, clear, pretty, when, request, showError, hideError, tokenForm, ready, nav, api, getJSON, link, searchLink, svg, term };
 })();
+
+// console-b: helpers of the build pages (graph, access review, replay, playground).
+(function (ui) {
+  // buildPicker fills select with the kept builds (GET /audit/builds), the serving one first
+  // selected (or the deployed, or the newest), and returns the list; null after showing an error
+  // in box. withNone adds a first option "" labelled withNone.
+  ui.buildPicker = async function (select, box, withNone) {
+    const res = await ui.request(new URL('../audit/builds', window.location.href), 'GET');
+    if (res.status !== 200 || !res.body || !Array.isArray(res.body.builds)) {
+      ui.showError(box, res, 'Enter the bearer token (API key or JWT) of a principal that holds the audit role in lush.yaml roles.');
+      return null;
+    }
+    const keep = select.value;
+    ui.clear(select);
+    if (withNone) select.appendChild(new Option(withNone, ''));
+    for (const b of res.body.builds) {
+      const tags = [];
+      if (b.serving) tags.push('serving');
+      if (b.deployed) tags.push('deployed');
+      const label = String(b.hash).slice(0, 12) + ' ' + ui.when(b.built_at) + (tags.length ? ' (' + tags.join(', ') + ')' : '');
+      select.appendChild(new Option(label, b.hash));
+    }
+    const pick = res.body.builds.find((b) => b.hash === keep) || res.body.builds.find((b) => b.serving) ||
+      res.body.builds.find((b) => b.deployed) || res.body.builds[0];
+    if (pick && !withNone) select.value = pick.hash;
+    if (keep && res.body.builds.some((b) => b.hash === keep)) select.value = keep;
+    return res.body.builds;
+  };
+
+  // download fetches url from this page's own origin with the bearer token (never a token in
+  // a URL) and saves the answer as filename through a Blob. It returns the request's result.
+  ui.download = async function (url, accept, filename) {
+    const headers = { Accept: accept };
+    const t = ui.token();
+    if (t) headers.Authorization = 'Bearer ' + t;
+    let resp;
+    try {
+      resp = await fetch(url, { headers: headers, credentials: 'omit', cache: 'no-store', redirect: 'error' });
+    } catch (e) {
+      return { status: 0, body: { error: { code: 'network', message: 'the server cannot be reached: ' + e.message } } };
+    }
+    if (resp.status !== 200) {
+      let body = null;
+      try { body = await resp.json(); } catch (e) { body = null; }
+      return { status: resp.status, body: body, decisionID: resp.headers.get('X-Lush-Decision-Id') || '' };
+    }
+    const blob = await resp.blob();
+    const href = URL.createObjectURL(blob);
+    const a = document.createElement('a');
+    a.href = href;
+    a.download = filename;
+    document.body.appendChild(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(href), 60000);
+    return { status: 200, decisionID: resp.headers.get('X-Lush-Decision-Id') || '' };
+  };
+
+  // rowKeys makes a table row reachable and usable by keyboard: focusable, Enter or Space
+  // runs open, as a click does.
+  ui.rowKeys = function (tr, open) {
+    tr.tabIndex = 0;
+    tr.addEventListener('click', open);
+    tr.addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' || ev.key === ' ') {
+        ev.preventDefault();
+        open();
+      }
+    });
+  };
+})(window.LushUI);

@@ -11,6 +11,7 @@ import (
 
 	"github.com/lush-agents/lush/audit/audithttp"
 	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/internal/buildstore"
 	"github.com/lush-agents/lush/policies/decisionlog"
 )
 
@@ -85,6 +86,20 @@ func TestAuditAPI(t *testing.T) {
 	}
 	if !allowed {
 		t.Error("carol's allowed read is not in the log with its completion")
+	}
+
+	// The console's build pages read the project's build store and know the serving build.
+	if err := buildstore.ForProject(h.dir).Save(res.Hash, res.ManifestJSON, res.Bundle); err != nil {
+		t.Fatal(err)
+	}
+	code, body = h.get("/audit/builds", carolKey)
+	var builds audithttp.Builds
+	if code != http.StatusOK || json.Unmarshal(body, &builds) != nil || len(builds.Builds) != 1 || !builds.Builds[0].Serving ||
+		builds.Serving != res.Hash || builds.Builds[0].Hash != res.Hash {
+		t.Errorf("GET /audit/builds: %d %s", code, body)
+	}
+	if code, body = h.get("/audit/builds/"+res.Hash[:8]+"/graph", carolKey); code != http.StatusOK {
+		t.Errorf("the serving build's graph: %d %s", code, body)
 	}
 }
 

@@ -181,6 +181,7 @@ type harness struct {
 	rec   *mcpserver.Recorder
 	spans *tracetest.SpanRecorder
 	log   string // decision log path
+	dir   string // the project (its .lush/build is the audit API's build store)
 	hash  string
 	logs  *syncbuf.Buffer // the stack's own log output (debug level)
 	stop  func() error    // shuts the stack down (once; also at the test's end) and reports how it went
@@ -261,7 +262,7 @@ func start(t testing.TB, o harnessOpts) *harness {
 		return st.Shutdown(sctx)
 	})
 	t.Cleanup(func() { h.stop() })
-	h.st = st
+	h.st, h.dir = st, dir
 	res, err := compiler.Build(ctx, dir, compiler.Offline(true))
 	if err != nil || !res.OK() {
 		t.Fatalf("build: %v %v", err, res.Diagnostics)

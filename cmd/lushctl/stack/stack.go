@@ -25,6 +25,8 @@
 //	/approvals[/<id>]            calls waiting for a person's approval: list, approve, deny (approvalhttp)
 //	/budgets, /budgets/<n>/top-up  budget usage and top-ups, for the budget role (budgethttp)
 //	/audit/decisions[/<id>]      the decision log, for principals with the audit role (audithttp)
+//	/audit/builds/..., /audit/replay, /audit/eval  the project's kept builds: graph, access
+//	                             review, replay, policy playground (audithttp, the audit role)
 //	/ui/                         the read-only web UI of the decision log (static; /ui redirects)
 //	/traces, /traces/<id>        the trace store, when one is given (lushctl run)
 //	/health, /metrics            health and Prometheus metrics
@@ -312,9 +314,14 @@ func (s *Stack) routes(cfg Config) (*http.ServeMux, error) {
 	mux.Handle("GET "+identity.MetadataPath, metadata)
 	mux.Handle("GET "+identity.MetadataPath+"/", metadata)
 	if cfg.Audit {
-		// The audit API logs its own decisions in the log it serves.
+		// The audit API logs its own decisions in the log it serves. The console's build pages
+		// (graph, access review, replay, playground) read the project's kept builds.
+		builds := cfg.Builds
+		if builds == nil && cfg.ProjectDir != "" {
+			builds = buildstore.ForProject(cfg.ProjectDir)
+		}
 		audit, err := audithttp.New(audithttp.Config{Log: s.log, Decider: s.Policy.Enforcer(audithttp.Point), Auth: s.auth,
-			AuthFailures: s.failures, Logger: cfg.Logger, Builds: cfg.Builds, Traces: cfg.TraceStore})
+			AuthFailures: s.failures, Logger: cfg.Logger, Builds: builds, Traces: cfg.TraceStore})
 		if err != nil {
 			return nil, err
 		}
