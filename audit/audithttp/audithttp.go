@@ -88,7 +88,7 @@ type Server struct {
 	cfg      Config
 	gate     *policyhttp.Gate
 	catalogs ruleCatalogs // the rule catalogs of builds that decided (decision.go)
-	analyses analyses // the builds' loaded policies and reviews
+	analyses analyses     // the builds' loaded policies and reviews
 }
 
 // New checks cfg and returns a server.
