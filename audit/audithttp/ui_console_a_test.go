@@ -101,7 +101,8 @@ func TestConsoleShellInBrowser(t *testing.T) {
 	b.do(t, "tab to the nav", chromedp.Navigate(e.srv.URL+"/ui/trace.html"), chromedp.WaitVisible(chromedp.CSS("#token")),
 		chromedp.KeyEvent(kb.Tab), poll(`document.activeElement && document.activeElement.textContent === 'Overview'`),
 		chromedp.KeyEvent(kb.Enter))
-	b.afterNavigation(t, `location.pathname.endsWith('/ui/overview.html')`)
+	// The page's deferred scripts run after the address changes: wait for the shell too.
+	b.afterNavigation(t, `location.pathname.endsWith('/ui/overview.html') && window.LushUI !== undefined`)
 	// Whatever path a page asks for, the API helper keeps it on the page's origin.
 	var origins string
 	b.eval(t, `['//evil.example/x', 'https://evil.example/audit/stats', '/audit/stats'].map(u => LushUI.api(u).origin).join(',')`, &origins)
