@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lush-agents/lush/gateway/builtin/shell"
+	"github.com/lush-agents/lush/internal/a2acard"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
@@ -111,7 +112,8 @@ type Gateway struct {
 	// exchanges hold the upstream calls of 2026-07-28 clients whose upstream asks them the old
 	// way (exchange.go).
 	exchanges *exchanges
-	tasks     taskStore // the tasks created through this replica (tasks.go)
+	tasks     taskStore     // the tasks created through this replica (tasks.go)
+	a2aCards  a2acard.Cache // the Agent Cards of remote A2A agents (a2a.go)
 }
 
 // snapshot is one deployed build.
