@@ -89,7 +89,8 @@ func (c *call) callA2A(ctx context.Context, e *exposed, args any, cred *vault.Cr
 		return nil, a2aError(e.Ref, err)
 	}
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})
-	msg.Metadata = map[string]any{a2aDelegationMetaNS: map[string]any{"principal": c.caller.ID, "chain": c.chain()}}
+	chain := c.chain()
+	msg.Metadata = map[string]any{a2aDelegationMetaNS: map[string]any{"principal": c.caller.ID, "chain": chain, "depth": c.caller.Depth(chain)}}
 	res, endpoint, err := sendA2A(ctx, e.Ref, ref, card, headers, msg)
 	if errors.Is(err, errNotDelivered) && !fresh {
 		c.g.a2aCards.Forget(ref, headers)

@@ -151,7 +151,7 @@ func TestA2ATool(t *testing.T) {
 					t.Errorf("Authorization = %q", auth[len(auth)-1])
 				}
 				d, _ := meta[len(meta)-1]["dev.lush/delegation"].(map[string]any)
-				if d["principal"] != "serviceaccount:bot" || len(d["chain"].([]any)) != 1 || d["chain"].([]any)[0] != "assistant" {
+				if d["principal"] != "serviceaccount:bot" || len(d["chain"].([]any)) != 1 || d["chain"].([]any)[0] != "assistant" || d["depth"] != 1.0 {
 					t.Errorf("metadata = %v", meta[len(meta)-1])
 				}
 				if strings.Contains(text(res), botA2AToken) {

@@ -181,7 +181,7 @@ func TestA2ARemoteJSAgent(t *testing.T) {
 	}
 	for _, m := range got.Messages {
 		d, _ := m.Metadata["dev.lush/delegation"].(map[string]any)
-		if d["principal"] != "serviceaccount:bot" || fmt.Sprint(d["chain"]) != "[assistant]" {
+		if d["principal"] != "serviceaccount:bot" || fmt.Sprint(d["chain"]) != "[assistant]" || d["depth"] != 1.0 {
 			t.Errorf("delegation metadata: %v", m.Metadata)
 		}
 	}
