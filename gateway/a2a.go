@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
@@ -22,8 +23,9 @@ import (
 	"github.com/lush-agents/lush/vault"
 )
 
-// The bounds of an A2A call: the message Lush sends, the answer it reads, and the time it waits
-// when the manifest sets no timeout for the tool.
+// The bounds of an A2A call: the message Lush sends (in characters, Unicode code points, as the
+// tool's input schema's maxLength counts them: up to 4 bytes each in UTF-8), the answer it reads
+// (bytes), and the time it waits when the manifest sets no timeout for the tool.
 const (
 	maxA2AMessage       = 64 << 10
 	maxA2AResponse      = 8 << 20
@@ -74,8 +76,8 @@ func (c *call) callA2A(ctx context.Context, e *exposed, args any, cred *vault.Cr
 	}
 	obj, _ := args.(map[string]any)
 	text, _ := obj["message"].(string)
-	if text == "" || len(text) > maxA2AMessage {
-		return nil, fmt.Errorf("call %s: arguments.message must be a string of 1 to %d bytes", e.Ref, maxA2AMessage)
+	if text == "" || utf8.RuneCountInString(text) > maxA2AMessage {
+		return nil, fmt.Errorf("call %s: arguments.message must be a string of 1 to %d characters", e.Ref, maxA2AMessage)
 	}
 	ctx, cancel := context.WithTimeout(ctx, e.remote.timeout)
 	defer cancel()

@@ -267,3 +267,39 @@ func TestA2ACardCache(t *testing.T) {
 		}
 	}
 }
+
+// TestA2AMessageLength: the message's bound is in characters, as the tool's schema says
+// (maxLength 65536): a message of 65536 two-byte characters (128 KiB) reaches the agent whole;
+// one more character is refused before anything is sent.
+func TestA2AMessageLength(t *testing.T) {
+	agent := &a2aAgent{}
+	ref := startA2AAgent(t, agent, "")
+	cfg := gateway.Config{}
+	cfg.Auth.APIKeys = []identity.APIKeyConfig{{Name: "bot", SHA256: sha(botKey), Principal: "serviceaccount:bot"}}
+	cfg.LiveWrites.Tools = []string{ref}
+	cfg.Limits.Arguments.MaxBytes = 1 << 20
+	h := &harness{t: t, dir: a2aProject(t, ref)}
+	h.serve(cfg)
+	c := h.client("assistant", botKey)
+	const limit = 64 << 10
+	tests := []struct {
+		name    string
+		message string
+		reached bool
+	}{
+		{"at the bound", strings.Repeat("é", limit), true},
+		{"one character more", strings.Repeat("é", limit+1), false},
+		{"ascii at the bound", strings.Repeat("a", limit), true},
+	}
+	for _, tt := range tests {
+		before, _ := agent.seen()
+		res := callTool(t, c, "agent", map[string]any{"message": tt.message})
+		auth, _ := agent.seen()
+		if reached := len(auth) > len(before); reached != tt.reached || res.IsError == tt.reached {
+			t.Errorf("%s: reached %v, isError %v: %.200s", tt.name, reached, res.IsError, text(res))
+		}
+		if tt.reached && !strings.Contains(text(res), "echo: "+tt.message) {
+			t.Errorf("%s: the answer does not hold the whole message", tt.name)
+		}
+	}
+}
