@@ -138,9 +138,10 @@ func sendA2A(ctx context.Context, name string, ref toolref.Ref, card *a2a.AgentC
 }
 
 // a2aError classifies a failed A2A call as upstream failures are classified: cancellation and
-// deadlines stay themselves; anything else is "unavailable".
+// deadlines, and failures already classified, stay themselves; anything else is "unavailable".
 func a2aError(ref string, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	var unavailable *upstream.ErrUnavailable
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &unavailable) {
 		return err
 	}
 	return &upstream.ErrUnavailable{Ref: ref, Reason: err.Error()}

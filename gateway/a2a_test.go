@@ -212,7 +212,7 @@ func TestA2ACredentialStaysOnItsHost(t *testing.T) {
 	h := &harness{t: t, dir: a2aProject(t, ref)}
 	h.serve(cfg)
 	res := callTool(t, h.client("assistant", botKey), "agent", map[string]any{"message": "hello"})
-	if !res.IsError || !strings.Contains(text(res), "another host") {
+	if !res.IsError || !strings.Contains(text(res), "another host") || strings.Count(text(res), "is unavailable") != 1 {
 		t.Errorf("result (isError %v): %s", res.IsError, text(res))
 	}
 	if auth, _ := agent.seen(); len(auth) != 0 {
