@@ -5,7 +5,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
@@ -36,6 +38,9 @@ func (benchEcho) Cancel(context.Context, *a2asrv.RequestContext, eventqueue.Queu
 // Not measured: the decision and the decision log, which are the same for every tool
 // (BenchmarkGatewayCall).
 //
+// Besides the wall time, cpu-µs/op is the process's CPU time per call (client and server: both
+// run in it), which other load on the machine changes less.
+//
 //	go test ./gateway -run '^$' -bench BenchmarkA2ACall -benchmem -count 6
 func BenchmarkA2ACall(b *testing.B) {
 	mux := http.NewServeMux()
@@ -58,6 +63,7 @@ func BenchmarkA2ACall(b *testing.B) {
 		defer func() { _ = cl.Destroy() }()
 		blocking := true
 		b.ReportAllocs()
+		defer reportCPU(b)()
 		for b.Loop() {
 			msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "hello"})
 			if _, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}}); err != nil {
@@ -72,6 +78,7 @@ func BenchmarkA2ACall(b *testing.B) {
 			c := &call{g: &Gateway{}, agent: "assistant", caller: identity.Caller{ID: "serviceaccount:bot"}}
 			args := map[string]any{"message": "hello"}
 			b.ReportAllocs()
+			defer reportCPU(b)()
 			for b.Loop() {
 				if !cached { // the old behaviour: the reference parsed and the card fetched per call
 					ref, err := toolref.Parse(e.Ref)
@@ -87,4 +94,17 @@ func BenchmarkA2ACall(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reportCPU starts measuring the process's CPU time; the function it returns reports it per op.
+func reportCPU(b *testing.B) func() {
+	cpu := func() time.Duration {
+		var ru syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+			return 0
+		}
+		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	}
+	start := cpu()
+	return func() { b.ReportMetric(float64((cpu()-start).Microseconds())/float64(b.N), "cpu-µs/op") }
 }
