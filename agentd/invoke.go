@@ -120,7 +120,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	start := time.Now()
 	ctx, span := s.tracer.Start(ctx, "invoke_agent "+a.Name, trace.WithSpanKind(trace.SpanKindServer),
 		trace.WithAttributes(attribute.String("lush.agent", a.Name), attribute.String("lush.principal", inv.Caller.ID),
-			attribute.String("lush.model", a.Model), attribute.Int("lush.depth", len(chain)),
+			attribute.String("lush.model", a.Model), attribute.Int("lush.depth", inv.Caller.Depth(chain)),
 			attribute.StringSlice("lush.chain", chain)))
 	defer span.End()
 
@@ -171,7 +171,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 // invokeInput is the policy input of an invocation of agent by caller.
 func invokeInput(caller identity.Caller, agent string) authz.Input {
 	chain := chainFor(caller, agent)
-	return authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: enforce.PrincipalOf(caller), Chain: chain, Depth: len(chain)}
+	return authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: enforce.PrincipalOf(caller), Chain: chain, Depth: caller.Depth(chain)}
 }
 
 // chainFor is the call chain of an invocation of agent: a delegation caller's chain (which ends

@@ -61,7 +61,7 @@ func (s *Server) mayInvoke(ctx context.Context, agent string) bool {
 	c := identity.CallerFrom(ctx)
 	chain := chainFor(c, agent)
 	d := eng.Decide(ctx, authz.Input{Action: authz.ActionAgentInvoke, Agent: agent, Principal: enforce.PrincipalOf(c),
-		Chain: chain, Depth: len(chain), Environment: s.enforcer.Environment()})
+		Chain: chain, Depth: c.Depth(chain), Environment: s.enforcer.Environment()})
 	return d.Outcome == authz.OutcomeAllow
 }
 

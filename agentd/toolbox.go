@@ -47,7 +47,7 @@ type toolbox struct {
 // openToolbox connects to the gateway as the caller acting through agent, and lists the tools.
 func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.Caller, chain []string) (*toolbox, error) {
 	tokens := &tokenSource{signer: s.opts.Signer, d: identity.Delegation{Principal: caller.ID, Groups: caller.Groups,
-		Agent: agent, Chain: chain, TTL: tokenTTL, Subject: caller.Token}}
+		Agent: agent, Chain: chain, Hops: caller.Hops, TTL: tokenTTL, Subject: caller.Token}}
 	if _, err := tokens.token(); err != nil {
 		return nil, err
 	}

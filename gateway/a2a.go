@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
@@ -21,8 +23,9 @@ import (
 	"github.com/lush-agents/lush/vault"
 )
 
-// The bounds of an A2A call: the message Lush sends, the answer it reads, and the time it waits
-// when the manifest sets no timeout for the tool.
+// The bounds of an A2A call: the message Lush sends (in characters, Unicode code points, as the
+// tool's input schema's maxLength counts them: up to 4 bytes each in UTF-8), the answer it reads
+// (bytes), and the time it waits when the manifest sets no timeout for the tool.
 const (
 	maxA2AMessage       = 64 << 10
 	maxA2AResponse      = 8 << 20
@@ -30,7 +33,16 @@ const (
 	a2aDelegationMetaNS = "dev.lush/delegation"
 )
 
+// a2aTarget is what a call to a remote A2A agent needs from its tool, worked out once when the
+// catalog is built: the parsed reference and the time a call may take.
+type a2aTarget struct {
+	ref     toolref.Ref
+	timeout time.Duration
+}
+
 // a2aTool is the catalog entry of a remote A2A agent: one tool that sends it a text message.
+// A reference that does not parse (the build checked it, so only a corrupt manifest) gives an
+// entry whose calls fail.
 func a2aTool(t *manifest.Tool) *exposed {
 	raw, _ := json.Marshal(map[string]any{
 		"name":        alias(t.Ref),
@@ -42,65 +54,94 @@ func a2aTool(t *manifest.Tool) *exposed {
 			"additionalProperties": false,
 		},
 	})
-	return &exposed{Name: alias(t.Ref), Ref: t.Ref, Raw: raw, A2A: t.A2A.URL}
+	e := &exposed{Name: alias(t.Ref), Ref: t.Ref, Raw: raw, A2A: t.A2A.URL}
+	if ref, err := toolref.Parse(t.Ref); err == nil && ref.Kind == toolref.A2A {
+		e.remote = &a2aTarget{ref: ref, timeout: DefaultA2ATimeout}
+		if t.TimeoutMS > 0 {
+			e.remote.timeout = time.Duration(t.TimeoutMS) * time.Millisecond
+		}
+	}
+	return e
 }
 
 // callA2A sends the call's message to the remote A2A agent e names, with the credential the
 // decision fetched, and answers with the agent's reply as a tool result. The principal and the
-// agent chain travel in the message's metadata.
+// agent chain travel in the message's metadata. The agent's card comes from the gateway's
+// cache; when the endpoint of a cached card does not answer (no connection, or 404), the card
+// is fetched again, and the message sent once more only if the card now names another endpoint
+// (so a message that may have arrived is never sent twice).
 func (c *call) callA2A(ctx context.Context, e *exposed, args any, cred *vault.Credential) (json.RawMessage, error) {
-	ref, err := toolref.Parse(e.Ref)
-	if err != nil || ref.Kind != toolref.A2A {
+	if e.remote == nil {
 		return nil, fmt.Errorf("call %s: not an A2A agent", e.Ref)
 	}
 	obj, _ := args.(map[string]any)
 	text, _ := obj["message"].(string)
-	if text == "" || len(text) > maxA2AMessage {
-		return nil, fmt.Errorf("call %s: arguments.message must be a string of 1 to %d bytes", e.Ref, maxA2AMessage)
+	if text == "" || utf8.RuneCountInString(text) > maxA2AMessage {
+		return nil, fmt.Errorf("call %s: arguments.message must be a string of 1 to %d characters", e.Ref, maxA2AMessage)
 	}
-	timeout := DefaultA2ATimeout
-	if t, ok := c.s.manifest.Tool(e.Ref); ok && t.TimeoutMS > 0 {
-		timeout = time.Duration(t.TimeoutMS) * time.Millisecond
-	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(ctx, e.remote.timeout)
 	defer cancel()
 	var headers map[string]string
 	if cred != nil {
 		headers = cred.Headers()
 	}
-	card, err := a2acard.Fetch(ctx, ref, headers)
+	ref := e.remote.ref
+	card, fresh, err := c.g.a2aCards.Get(ctx, ref, headers)
 	if err != nil {
 		return nil, a2aError(e.Ref, err)
 	}
-	endpoint, ok := a2acard.Endpoint(ref, card)
-	if !ok {
-		return nil, &upstream.ErrUnavailable{Ref: e.Ref, Reason: "its Agent Card offers no JSONRPC endpoint Lush may reach"}
-	}
-	if u, err := url.Parse(endpoint); err != nil || (cred != nil && u.Host != ref.Host) {
-		// A credential goes only to the host the reference names, never where a card points.
-		return nil, &upstream.ErrUnavailable{Ref: e.Ref, Reason: "its Agent Card's JSONRPC endpoint is on another host than the reference, and the call carries a credential"}
-	}
-	hc := &http.Client{Transport: &a2aTransport{headers: headers, host: ref.Host}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	cl, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: endpoint, Transport: a2a.TransportProtocolJSONRPC}},
-		a2aclient.WithDefaultsDisabled(), a2aclient.WithJSONRPCTransport(hc))
-	if err != nil {
-		return nil, a2aError(e.Ref, err)
-	}
-	defer func() { _ = cl.Destroy() }()
-	blocking := true
 	msg := a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: text})
-	msg.Metadata = map[string]any{a2aDelegationMetaNS: map[string]any{"principal": c.caller.ID, "chain": c.chain()}}
-	res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
+	chain := c.chain()
+	msg.Metadata = map[string]any{a2aDelegationMetaNS: map[string]any{"principal": c.caller.ID, "chain": chain, "depth": c.caller.Depth(chain)}}
+	res, endpoint, err := sendA2A(ctx, e.Ref, ref, card, headers, msg)
+	if errors.Is(err, errNotDelivered) && !fresh {
+		c.g.a2aCards.Forget(ref, headers)
+		card, _, ferr := c.g.a2aCards.Get(ctx, ref, headers)
+		if ferr != nil {
+			return nil, a2aError(e.Ref, ferr)
+		}
+		if next, ok := a2acard.Endpoint(ref, card); ok && next != endpoint {
+			res, _, err = sendA2A(ctx, e.Ref, ref, card, headers, msg)
+		}
+	}
 	if err != nil {
 		return nil, a2aError(e.Ref, err)
 	}
 	return a2aResult(res)
 }
 
+// errNotDelivered marks a send that certainly did not reach the agent: no connection to its
+// endpoint, or an endpoint that is not there (404).
+var errNotDelivered = errors.New("the A2A endpoint did not take the message")
+
+// sendA2A sends msg to the JSON-RPC endpoint card names, with the credential headers (which go
+// only to ref's host) and waits for the answer. It returns the endpoint it used.
+func sendA2A(ctx context.Context, name string, ref toolref.Ref, card *a2a.AgentCard, headers map[string]string, msg *a2a.Message) (a2a.SendMessageResult, string, error) {
+	endpoint, ok := a2acard.Endpoint(ref, card)
+	if !ok {
+		return nil, "", &upstream.ErrUnavailable{Ref: name, Reason: "its Agent Card offers no JSONRPC endpoint Lush may reach"}
+	}
+	if u, err := url.Parse(endpoint); err != nil || (len(headers) > 0 && u.Host != ref.Host) {
+		// A credential goes only to the host the reference names, never where a card points.
+		return nil, endpoint, &upstream.ErrUnavailable{Ref: name, Reason: "its Agent Card's JSONRPC endpoint is on another host than the reference, and the call carries a credential"}
+	}
+	hc := &http.Client{Transport: &a2aTransport{headers: headers, host: ref.Host}, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	cl, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: endpoint, Transport: a2a.TransportProtocolJSONRPC}},
+		a2aclient.WithDefaultsDisabled(), a2aclient.WithJSONRPCTransport(hc))
+	if err != nil {
+		return nil, endpoint, err
+	}
+	defer func() { _ = cl.Destroy() }()
+	blocking := true
+	res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: msg, Config: &a2a.MessageSendConfig{Blocking: &blocking}})
+	return res, endpoint, err
+}
+
 // a2aError classifies a failed A2A call as upstream failures are classified: cancellation and
-// deadlines stay themselves; anything else is "unavailable".
+// deadlines, and failures already classified, stay themselves; anything else is "unavailable".
 func a2aError(ref string, err error) error {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+	var unavailable *upstream.ErrUnavailable
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) || errors.As(err, &unavailable) {
 		return err
 	}
 	return &upstream.ErrUnavailable{Ref: ref, Reason: err.Error()}
@@ -182,7 +223,14 @@ func (t *a2aTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	resp, err := agentTransport.RoundTrip(req)
 	if err != nil {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			return nil, fmt.Errorf("%w: %w", errNotDelivered, err)
+		}
 		return nil, err
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		_ = resp.Body.Close()
+		return nil, fmt.Errorf("%w: POST %s: %s", errNotDelivered, req.URL.Redacted(), resp.Status)
 	}
 	resp.Body = &boundedBody{rc: resp.Body, left: maxA2AResponse}
 	return resp, nil

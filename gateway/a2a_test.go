@@ -27,6 +27,9 @@ type a2aAgent struct {
 	mu       sync.Mutex
 	auth     []string         // the Authorization header of each JSON-RPC request
 	metadata []map[string]any // the metadata of each message
+	cards    int              // Agent Card requests
+	rpc      string           // the path of the JSON-RPC endpoint the card names; /agent/rpc when ""
+	gone     map[string]bool  // JSON-RPC paths that answer 404
 }
 
 func (a *a2aAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
@@ -58,19 +61,35 @@ func startA2AAgent(t *testing.T, a *a2aAgent, cardHost string) string {
 	mux := http.NewServeMux()
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
-	endpoint := srv.URL + "/agent/rpc"
+	host := srv.URL
 	if cardHost != "" {
-		endpoint = "http://" + cardHost + ":" + srv.URL[strings.LastIndex(srv.URL, ":")+1:] + "/agent/rpc"
+		host = "http://" + cardHost + ":" + srv.URL[strings.LastIndex(srv.URL, ":")+1:]
 	}
-	card := &a2a.AgentCard{Name: "echo", Description: "echoes", URL: endpoint, Version: "1", ProtocolVersion: "0.3.0",
-		PreferredTransport: a2a.TransportProtocolJSONRPC, DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
-		Skills: []a2a.AgentSkill{{ID: "echo", Name: "echo", Description: "echoes", Tags: []string{"echo"}}}}
-	mux.Handle("GET /agent"+a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
-	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(a))
-	mux.Handle("POST /agent/rpc", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	mux.Handle("GET /agent"+a2asrv.WellKnownAgentCardPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		a.mu.Lock()
-		a.auth = append(a.auth, r.Header.Get("Authorization"))
+		a.cards++
+		path := a.rpc
 		a.mu.Unlock()
+		if path == "" {
+			path = "/agent/rpc"
+		}
+		card := &a2a.AgentCard{Name: "echo", Description: "echoes", URL: host + path, Version: "1", ProtocolVersion: "0.3.0",
+			PreferredTransport: a2a.TransportProtocolJSONRPC, DefaultInputModes: []string{"text"}, DefaultOutputModes: []string{"text"},
+			Skills: []a2a.AgentSkill{{ID: "echo", Name: "echo", Description: "echoes", Tags: []string{"echo"}}}}
+		a2asrv.NewStaticAgentCardHandler(card).ServeHTTP(w, r)
+	}))
+	rpc := a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(a))
+	mux.Handle("POST /agent/{rpc}", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a.mu.Lock()
+		gone := a.gone[r.URL.Path]
+		if !gone {
+			a.auth = append(a.auth, r.Header.Get("Authorization"))
+		}
+		a.mu.Unlock()
+		if gone {
+			http.NotFound(w, r)
+			return
+		}
 		rpc.ServeHTTP(w, r)
 	}))
 	return "a2a+http://" + strings.TrimPrefix(srv.URL, "http://") + "/agent"
@@ -132,7 +151,7 @@ func TestA2ATool(t *testing.T) {
 					t.Errorf("Authorization = %q", auth[len(auth)-1])
 				}
 				d, _ := meta[len(meta)-1]["dev.lush/delegation"].(map[string]any)
-				if d["principal"] != "serviceaccount:bot" || len(d["chain"].([]any)) != 1 || d["chain"].([]any)[0] != "assistant" {
+				if d["principal"] != "serviceaccount:bot" || len(d["chain"].([]any)) != 1 || d["chain"].([]any)[0] != "assistant" || d["depth"] != 1.0 {
 					t.Errorf("metadata = %v", meta[len(meta)-1])
 				}
 				if strings.Contains(text(res), botA2AToken) {
@@ -193,10 +212,94 @@ func TestA2ACredentialStaysOnItsHost(t *testing.T) {
 	h := &harness{t: t, dir: a2aProject(t, ref)}
 	h.serve(cfg)
 	res := callTool(t, h.client("assistant", botKey), "agent", map[string]any{"message": "hello"})
-	if !res.IsError || !strings.Contains(text(res), "another host") {
+	if !res.IsError || !strings.Contains(text(res), "another host") || strings.Count(text(res), "is unavailable") != 1 {
 		t.Errorf("result (isError %v): %s", res.IsError, text(res))
 	}
 	if auth, _ := agent.seen(); len(auth) != 0 {
 		t.Errorf("requests reached the agent: %q", auth)
+	}
+}
+
+// TestA2ACardCache: the gateway fetches a remote agent's card once for many calls; when the
+// endpoint of the cached card answers 404 (the agent moved), the card is fetched again and the
+// message sent to the new endpoint; when the fresh card names the same endpoint, the message is
+// not sent twice and the call fails.
+func TestA2ACardCache(t *testing.T) {
+	agent := &a2aAgent{}
+	ref := startA2AAgent(t, agent, "")
+	cfg := gateway.Config{}
+	cfg.Auth.APIKeys = []identity.APIKeyConfig{{Name: "bot", SHA256: sha(botKey), Principal: "serviceaccount:bot"}}
+	cfg.LiveWrites.Tools = []string{ref}
+	h := &harness{t: t, dir: a2aProject(t, ref)}
+	h.serve(cfg)
+	c := h.client("assistant", botKey)
+	state := func() (cards, sent int) {
+		agent.mu.Lock()
+		defer agent.mu.Unlock()
+		return agent.cards, len(agent.auth)
+	}
+
+	steps := []struct {
+		name        string
+		move        func() // changes the agent before the call
+		cards, sent int    // totals after the call
+		ok          bool
+	}{
+		{"first call fetches the card", nil, 1, 1, true},
+		{"second call uses the cached card", nil, 1, 2, true},
+		{"third call too", nil, 1, 3, true},
+		{"endpoint moved: refetch and send to the new one", func() { agent.rpc, agent.gone = "/agent/rpc2", map[string]bool{"/agent/rpc": true} }, 2, 4, true},
+		{"the new endpoint is cached", nil, 2, 5, true},
+		{"endpoint gone, card unchanged: refetch, no second send", func() { agent.gone["/agent/rpc2"] = true }, 3, 5, false},
+	}
+	for _, s := range steps {
+		if s.move != nil {
+			agent.mu.Lock()
+			s.move()
+			agent.mu.Unlock()
+		}
+		res := callTool(t, c, "agent", map[string]any{"message": "hello"})
+		if res.IsError == s.ok || (s.ok && !strings.Contains(text(res), "echo: hello")) {
+			t.Errorf("%s: result (isError %v): %s", s.name, res.IsError, text(res))
+		}
+		if cards, sent := state(); cards != s.cards || sent != s.sent {
+			t.Errorf("%s: %d card fetches, %d messages; want %d, %d", s.name, cards, sent, s.cards, s.sent)
+		}
+	}
+}
+
+// TestA2AMessageLength: the message's bound is in characters, as the tool's schema says
+// (maxLength 65536): a message of 65536 two-byte characters (128 KiB) reaches the agent whole;
+// one more character is refused before anything is sent.
+func TestA2AMessageLength(t *testing.T) {
+	agent := &a2aAgent{}
+	ref := startA2AAgent(t, agent, "")
+	cfg := gateway.Config{}
+	cfg.Auth.APIKeys = []identity.APIKeyConfig{{Name: "bot", SHA256: sha(botKey), Principal: "serviceaccount:bot"}}
+	cfg.LiveWrites.Tools = []string{ref}
+	cfg.Limits.Arguments.MaxBytes = 1 << 20
+	h := &harness{t: t, dir: a2aProject(t, ref)}
+	h.serve(cfg)
+	c := h.client("assistant", botKey)
+	const limit = 64 << 10
+	tests := []struct {
+		name    string
+		message string
+		reached bool
+	}{
+		{"at the bound", strings.Repeat("é", limit), true},
+		{"one character more", strings.Repeat("é", limit+1), false},
+		{"ascii at the bound", strings.Repeat("a", limit), true},
+	}
+	for _, tt := range tests {
+		before, _ := agent.seen()
+		res := callTool(t, c, "agent", map[string]any{"message": tt.message})
+		auth, _ := agent.seen()
+		if reached := len(auth) > len(before); reached != tt.reached || res.IsError == tt.reached {
+			t.Errorf("%s: reached %v, isError %v: %.200s", tt.name, reached, res.IsError, text(res))
+		}
+		if tt.reached && !strings.Contains(text(res), "echo: "+tt.message) {
+			t.Errorf("%s: the answer does not hold the whole message", tt.name)
+		}
 	}
 }

@@ -62,7 +62,7 @@ func (c *call) callAgent(ctx context.Context, target string, p map[string]json.R
 	chain := slices.Clone(c.input("", nil).Chain)
 	chain = append(chain, target)
 	groups := c.caller.Groups
-	tok, err := g.opts.Signer.Sign(identity.Delegation{Principal: c.caller.ID, Groups: groups, Agent: target, Chain: chain, TTL: identity.DefaultDelegationMaxTTL, Subject: c.caller.Token})
+	tok, err := g.opts.Signer.Sign(identity.Delegation{Principal: c.caller.ID, Groups: groups, Agent: target, Chain: chain, Hops: c.caller.Hops, TTL: identity.DefaultDelegationMaxTTL, Subject: c.caller.Token})
 	if err != nil {
 		return nil, fmt.Errorf("call agent %s: %w", target, err)
 	}

@@ -37,6 +37,7 @@ type exposed struct {
 	Agent    string          // set for lush://<agent> tools: the agent the tool invokes
 	Builtin  string          // set for builtin/<name> tools: the name
 	A2A      string          // set for a2a:// tools: the agent's base URL
+	remote   *a2aTarget      // set for a2a:// tools: the parsed reference and the call's timeout
 	Paths    []string        // file tools: the project-relative paths the agent's allowlist gives them
 
 	schemas schemas // compiled on first use (tools only)

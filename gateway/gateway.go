@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/lush-agents/lush/gateway/builtin/shell"
+	"github.com/lush-agents/lush/internal/a2acard"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
@@ -113,6 +114,7 @@ type Gateway struct {
 	// way (exchange.go).
 	exchanges *exchanges
 	tasks     *taskstore.Store[taskRecord] // the tasks created through this replica (tasks.go)
+	a2aCards  a2acard.Cache                // the Agent Cards of remote A2A agents (a2a.go)
 }
 
 // snapshot is one deployed build.

@@ -176,7 +176,7 @@ type call struct {
 func (c *call) input(action string, tool *authz.Tool) authz.Input {
 	chain := c.chain()
 	return authz.Input{Action: action, Principal: enforce.PrincipalOf(c.caller), Agent: c.agent,
-		Chain: chain, Depth: len(chain), Tool: tool}
+		Chain: chain, Depth: c.caller.Depth(chain), Tool: tool}
 }
 
 // chain is the agents acting in the call, the caller's first: the delegation's chain, else the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -114,6 +115,53 @@ func textOf(p *a2a.MessageSendParams) (string, error) {
 	return b.String(), nil
 }
 
+// DelegationMetadata is the key of the message metadata in which a Lush gateway tells the
+// remote A2A agent it calls for whom and through which agents it acts:
+// {"principal": "user:alice", "chain": ["orchestrator"], "depth": 1}.
+const DelegationMetadata = "dev.lush/delegation"
+
+// callerOf is the caller of an A2A message: the authenticated caller, with the agent calls it
+// says came before it (the depth in its dev.lush/delegation metadata, else the length of the
+// chain there) counted as hops, so that a chain of agents through other Lush deployments stays
+// bounded by max_depth. The metadata can only add depth, never remove it; its principal and
+// chain are not trusted for anything (the gate authenticated the caller). Metadata that is not
+// what a Lush gateway sends is refused, naming the field.
+func callerOf(ctx context.Context, m *a2a.Message) (identity.Caller, error) {
+	caller := identity.CallerFrom(ctx)
+	raw, ok := m.Metadata[DelegationMetadata]
+	if !ok {
+		return caller, nil
+	}
+	field := "message.metadata." + DelegationMetadata
+	d, ok := raw.(map[string]any)
+	if !ok {
+		return caller, fmt.Errorf("%w: %s: not an object (Lush sends {principal, chain, depth})", a2a.ErrInvalidParams, field)
+	}
+	hops := 0
+	if c, ok := d["chain"]; ok {
+		chain, ok := c.([]any)
+		if !ok {
+			return caller, fmt.Errorf("%w: %s.chain: not an array of agent names", a2a.ErrInvalidParams, field)
+		}
+		hops = len(chain)
+	}
+	if v, ok := d["depth"]; ok {
+		f, ok := v.(float64)
+		if !ok || f < 0 || f != math.Trunc(f) {
+			return caller, fmt.Errorf("%w: %s.depth: not a whole number of agent calls", a2a.ErrInvalidParams, field)
+		}
+		hops = max(hops, int(min(f, maxHops+1)))
+	}
+	if hops > maxHops {
+		return caller, fmt.Errorf("%w: %s: more than %d agent calls deep", a2a.ErrInvalidParams, field, maxHops)
+	}
+	caller.Hops = max(caller.Hops, hops)
+	return caller, nil
+}
+
+// maxHops bounds the depth an A2A message may bring (identity's bound on delegation chains).
+const maxHops = 64
+
 // invokeError is the A2A error of an invocation that did not run.
 func invokeError(err error) error {
 	var denied *agentd.DeniedError
@@ -183,10 +231,14 @@ func (h *handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (
 	if err != nil {
 		return nil, err
 	}
+	caller, err := callerOf(ctx, p.Message)
+	if err != nil {
+		return nil, err
+	}
 	task := newTask(p)
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	res, err := h.agents.Invoke(runCtx, agentd.Invocation{Agent: agentOf(ctx), Caller: identity.CallerFrom(ctx), Message: text,
+	res, err := h.agents.Invoke(runCtx, agentd.Invocation{Agent: agentOf(ctx), Caller: caller, Message: text,
 		OnStart: func(id string) { h.record(ctx, task, id, cancel) }})
 	if err != nil {
 		return nil, invokeError(err)
@@ -200,6 +252,11 @@ func (h *handler) OnSendMessage(ctx context.Context, p *a2a.MessageSendParams) (
 func (h *handler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendParams) iter.Seq2[a2a.Event, error] {
 	return func(yield func(a2a.Event, error) bool) {
 		text, err := textOf(p)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		caller, err := callerOf(ctx, p.Message)
 		if err != nil {
 			yield(nil, err)
 			return
@@ -222,7 +279,7 @@ func (h *handler) OnSendMessageStream(ctx context.Context, p *a2a.MessageSendPar
 				case <-stop:
 				}
 			}
-			res, err := h.agents.Invoke(runCtx, agentd.Invocation{Agent: agentOf(ctx), Caller: identity.CallerFrom(ctx), Message: text,
+			res, err := h.agents.Invoke(runCtx, agentd.Invocation{Agent: agentOf(ctx), Caller: caller, Message: text,
 				OnStart: func(id string) {
 					h.record(ctx, task, id, cancel)
 					send(step{started: true})

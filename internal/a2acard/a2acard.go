@@ -30,12 +30,18 @@ var Client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) er
 // Fetch reads the Agent Card of ref, bounded in size, with extra request headers (a credential).
 // A card that arrived but is not one is an error wrapping ErrBad.
 func Fetch(ctx context.Context, ref toolref.Ref, headers map[string]string) (*a2a.AgentCard, error) {
+	card, _, _, err := fetch(ctx, ref, headers)
+	return card, err
+}
+
+// fetch is Fetch, with the card's size in bytes and the answer's headers.
+func fetch(ctx context.Context, ref toolref.Ref, headers map[string]string) (*a2a.AgentCard, int, http.Header, error) {
 	if ref.Kind != toolref.A2A {
-		return nil, fmt.Errorf("%s is not an A2A agent", ref)
+		return nil, 0, nil, fmt.Errorf("%s is not an A2A agent", ref)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, ref.AgentCardURL(), nil)
 	if err != nil {
-		return nil, fmt.Errorf("agent card request: %w", err)
+		return nil, 0, nil, fmt.Errorf("agent card request: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
 	for k, v := range headers {
@@ -43,27 +49,27 @@ func Fetch(ctx context.Context, ref toolref.Ref, headers map[string]string) (*a2
 	}
 	resp, err := Client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("fetch agent card: %w", err)
+		return nil, 0, nil, fmt.Errorf("fetch agent card: %w", err)
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode >= 300 && resp.StatusCode < 400 {
-		return nil, fmt.Errorf("GET %s: %s (an Agent Card is read where the reference names it; no redirects are followed)", ref.AgentCardURL(), resp.Status)
+		return nil, 0, nil, fmt.Errorf("GET %s: %s (an Agent Card is read where the reference names it; no redirects are followed)", ref.AgentCardURL(), resp.Status)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &StatusError{URL: ref.AgentCardURL(), Code: resp.StatusCode, Status: resp.Status}
+		return nil, 0, nil, &StatusError{URL: ref.AgentCardURL(), Code: resp.StatusCode, Status: resp.Status}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxSize+1))
 	if err != nil {
-		return nil, fmt.Errorf("read agent card: %w", err)
+		return nil, 0, nil, fmt.Errorf("read agent card: %w", err)
 	}
 	if len(body) > MaxSize {
-		return nil, fmt.Errorf("%w: it is larger than %d bytes", ErrBad, MaxSize)
+		return nil, 0, nil, fmt.Errorf("%w: it is larger than %d bytes", ErrBad, MaxSize)
 	}
 	var card a2a.AgentCard
 	if err := json.Unmarshal(body, &card); err != nil {
-		return nil, fmt.Errorf("%w: it is not an AgentCard in JSON: %w", ErrBad, err)
+		return nil, 0, nil, fmt.Errorf("%w: it is not an AgentCard in JSON: %w", ErrBad, err)
 	}
-	return &card, nil
+	return &card, len(body), resp.Header, nil
 }
 
 // StatusError is a card request answered with a status other than 200 (and not a redirect).

@@ -30,12 +30,13 @@ import (
 //
 // Delegation tokens are signed by agentd (Ed25519, alg EdDSA, typ "lush-delegation+jwt") and
 // verified by the gateway. Claims: iss "lush-agentd", aud, sub (principal id), groups, agent,
-// chain, iat, nbf, exp, jti.
+// chain, hops (when not 0), iat, nbf, exp, jti.
 type Delegation struct {
 	Principal string
 	Groups    []string
 	Agent     string
 	Chain     []string // must end with Agent
+	Hops      int      // agent calls before Chain's first that Lush was told of (Caller.Hops), 0..64
 	TTL       time.Duration
 	// Subject is the caller's OAuth access token, remembered by the signer's SubjectTokens (if
 	// any) under the token's id; never part of the token.
@@ -77,6 +78,7 @@ type delegationClaims struct {
 	Groups []string `json:"groups"`
 	Agent  string   `json:"agent"`
 	Chain  []string `json:"chain"`
+	Hops   int      `json:"hops,omitempty"`
 	Iat    int64    `json:"iat"`
 	Nbf    int64    `json:"nbf"`
 	Exp    int64    `json:"exp"`
@@ -91,6 +93,9 @@ func (s *Signer) Sign(d Delegation) (string, error) {
 	}
 	if err := checkDelegation(d.Principal, d.Groups, d.Agent, d.Chain); err != nil {
 		return "", fmt.Errorf("sign delegation: %w", err)
+	}
+	if d.Hops < 0 || d.Hops > maxChain {
+		return "", fmt.Errorf("sign delegation: hops %d: must be 0 to %d", d.Hops, maxChain)
 	}
 	switch {
 	case d.TTL < time.Second:
@@ -108,7 +113,7 @@ func (s *Signer) Sign(d Delegation) (string, error) {
 	}
 	payload, err := json.Marshal(delegationClaims{
 		Iss: DelegationIssuer, Aud: s.audience, Sub: d.Principal, Groups: normGroups(d.Groups),
-		Agent: d.Agent, Chain: d.Chain, Iat: now, Nbf: now, Exp: now + int64(d.TTL/time.Second),
+		Agent: d.Agent, Chain: d.Chain, Hops: d.Hops, Iat: now, Nbf: now, Exp: now + int64(d.TTL/time.Second),
 		Jti: base64.RawURLEncoding.EncodeToString(jti[:]),
 	})
 	if err != nil {
@@ -402,8 +407,14 @@ func (v *delegationVerifier) verify(tok string, parts []string, hdr joseHeader, 
 	if jti == "" || len(jti) > 128 {
 		return Caller{}, fail(CodeInvalidToken, "the delegation token has no valid jti")
 	}
+	hops := 0
+	if raw, ok := cl["hops"]; ok {
+		if err := json.Unmarshal(raw, &hops); err != nil || hops < 0 || hops > maxChain {
+			return Caller{}, fail(CodeInvalidToken, "the delegation token's hops is not a whole number from 0 to %d", maxChain)
+		}
+	}
 	return Caller{
 		ID: sub, Groups: normGroups(groups), Method: MethodDelegation, Subject: sub,
-		Agent: agent, Chain: slices.Clone(chain), TokenID: jti,
+		Agent: agent, Chain: slices.Clone(chain), TokenID: jti, Hops: hops,
 	}, nil
 }

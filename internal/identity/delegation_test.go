@@ -102,6 +102,31 @@ func TestDelegationSignVerify(t *testing.T) {
 	}
 }
 
+// TestDelegationHops: the hops a token carries reach the caller and count in its depth; a token
+// without them has none.
+func TestDelegationHops(t *testing.T) {
+	a, s, _ := delegationAuth(t, nil)
+	for _, hops := range []int{0, 3, 64} {
+		d := goodDelegation
+		d.Hops = hops
+		tok, err := s.Sign(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := a.Authenticate(bearerReq(tok))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Hops != hops || got.Depth(got.Chain) != 2+hops {
+			t.Errorf("hops %d: caller hops %d, depth %d", hops, got.Hops, got.Depth(got.Chain))
+		}
+		body, _ := b64(strings.Split(tok, ".")[1])
+		if strings.Contains(string(body), `"hops"`) != (hops > 0) {
+			t.Errorf("hops %d: claims %s", hops, body)
+		}
+	}
+}
+
 func TestDelegationRejects(t *testing.T) {
 	a, s, clk := delegationAuth(t, nil)
 	good, err := s.Sign(goodDelegation)
@@ -223,6 +248,8 @@ func TestSignRefuses(t *testing.T) {
 		{"bad agent", mod(func(d *Delegation) { d.Agent = "Researcher"; d.Chain = []string{"Researcher"} }), "not an agent name"},
 		{"bad principal", mod(func(d *Delegation) { d.Principal = "alice" }), "principal"},
 		{"group principal kind in groups", mod(func(d *Delegation) { d.Groups = []string{"user:bob"} }), "is not a group"},
+		{"negative hops", mod(func(d *Delegation) { d.Hops = -1 }), "hops -1: must be 0 to 64"},
+		{"too many hops", mod(func(d *Delegation) { d.Hops = 65 }), "hops 65: must be 0 to 64"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

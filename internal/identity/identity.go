@@ -54,11 +54,21 @@ type Caller struct {
 	Agent   string   // the agent the token lets act
 	Chain   []string // agents from the outermost caller to Agent, inclusive
 	TokenID string   // jti
+	// Hops are agent calls before the chain's first agent that this Lush did not make but was
+	// told of (another Lush's A2A message, its dev.lush/delegation metadata; or a delegation
+	// token that carries them on). They count in the call depth (len(Chain) + Hops) and in
+	// nothing else: never in authorization. Set by agentd's A2A server (any caller) and by
+	// delegation tokens.
+	Hops int
 	// Token is the access token of a caller authenticated with a JWT from a configured issuer
 	// (Method == "jwt"), for token exchange at an upstream's request (vault/oauth); it prints as
 	// [redacted]. Empty for every other method.
 	Token SubjectToken
 }
+
+// Depth is the call depth of a call by c through chain: the agents in the chain and the hops
+// before it.
+func (c Caller) Depth(chain []string) int { return len(chain) + c.Hops }
 
 // CheckAgent checks that the caller may act as agent: a delegation token lets exactly its
 // Agent act; callers authenticated otherwise are principals calling agent directly. The error

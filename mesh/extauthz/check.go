@@ -322,7 +322,7 @@ func setsHeader(set map[string]string, name string) bool {
 }
 
 func input(c identity.Caller, agent string, chain []string) authz.Input {
-	return authz.Input{Principal: enforce.PrincipalOf(c), Agent: agent, Chain: chain, Depth: len(chain)}
+	return authz.Input{Principal: enforce.PrincipalOf(c), Agent: agent, Chain: chain, Depth: c.Depth(chain)}
 }
 
 // chainAt is the chain of agents of a call made by agent: a delegation token's chain (which ends
