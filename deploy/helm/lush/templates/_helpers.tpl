@@ -1,0 +1,133 @@
+{{/* The chart's name, full name and labels. */}}
+{{- define "lush.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "lush.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "lush.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
+{{ include "lush.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "lush.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "lush.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: gateway
+{{- end -}}
+
+{{- define "lush.xdsSelectorLabels" -}}
+app.kubernetes.io/name: {{ include "lush.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/component: xds
+{{- end -}}
+
+{{- define "lush.serviceAccountName" -}}
+{{- if .Values.serviceAccount.create -}}
+{{- default (include "lush.fullname" .) .Values.serviceAccount.name -}}
+{{- else -}}
+{{- default "default" .Values.serviceAccount.name -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The image: by digest when one is given, else by tag (default the appVersion). */}}
+{{- define "lush.image" -}}
+{{- if .Values.image.digest -}}
+{{- printf "%s@%s" .Values.image.repository .Values.image.digest -}}
+{{- else -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The bundled PostgreSQL's Service name (the subchart's fullname). */}}
+{{- define "lush.postgresqlHost" -}}
+{{- printf "%s-postgresql" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Whether the decision log is in PostgreSQL (shared by replicas). */}}
+{{- define "lush.hasPostgres" -}}
+{{- if or .Values.postgresql.enabled .Values.database.existingSecret -}}true{{- end -}}
+{{- end -}}
+
+{{/*
+The private keys that go through the keys init container: Kubernetes makes Secret files
+group-readable under fsGroup, and Lush refuses a private key that others can read, so each is
+copied to a memory emptyDir with mode 0600. A list of [name, secret, key, file].
+*/}}
+{{- define "lush.privateKeys" -}}
+{{- $keys := list -}}
+{{- with .Values.secrets.sessionKey }}{{ if .existingSecret }}{{ $keys = append $keys (list "session" .existingSecret .key "session.key") }}{{ end }}{{ end -}}
+{{- with .Values.secrets.delegationKey }}{{ if .existingSecret }}{{ $keys = append $keys (list "delegation" .existingSecret .key "delegation.pem") }}{{ end }}{{ end -}}
+{{- with .Values.secrets.checkpointKey }}{{ if .existingSecret }}{{ $keys = append $keys (list "checkpoint" .existingSecret .key "checkpoint.pem") }}{{ end }}{{ end -}}
+{{- if .Values.bundle.enabled }}{{ with .Values.bundle.token }}{{ if .existingSecret }}{{ $keys = append $keys (list "bundle-token" .existingSecret .key "bundle.token") }}{{ end }}{{ end }}{{ end -}}
+{{- toJson $keys -}}
+{{- end -}}
+
+{{/* The gateway config: .Values.config with what the chart manages set in it. */}}
+{{- define "lush.gatewayConfig" -}}
+{{- $cfg := deepCopy (.Values.config | default dict) -}}
+{{- if .Values.secrets.sessionKey.existingSecret -}}
+{{- $_ := set $cfg "session_key_file" "/var/run/lush/keys/session.key" -}}
+{{- end -}}
+{{- $chain := get $cfg "decision_log_chain" | default dict -}}
+{{- if .Values.secrets.checkpointKey.existingSecret -}}
+{{- $_ := set $chain "checkpoint_key" "/var/run/lush/keys/checkpoint.pem" -}}
+{{- else if not (hasKey $chain "checkpoint_key") -}}
+{{- $_ := set $chain "checkpoint_key" "/var/lib/lush/checkpoint.pem" -}}
+{{- end -}}
+{{- $_ := set $cfg "decision_log_chain" $chain -}}
+{{- if .Values.vault.enabled -}}
+{{- $creds := get $cfg "credentials" | default dict -}}
+{{- $vault := dict "address" .Values.vault.address "users" .Values.vault.users -}}
+{{- with .Values.vault.namespace }}{{ $_ := set $vault "namespace" . }}{{ end -}}
+{{- with .Values.vault.path }}{{ $_ := set $vault "path" . }}{{ end -}}
+{{- if or .Values.vault.caCert.existingSecret .Values.vault.caCert.existingConfigMap -}}
+{{- $_ := set $vault "ca_cert" "/etc/lush/vault-ca/ca.crt" -}}
+{{- end -}}
+{{- $_ := set $vault "auth" (dict "method" "kubernetes" "role" .Values.vault.role "mount" .Values.vault.mount "jwt_file" "/var/run/secrets/lush/vault/token") -}}
+{{- $_ := set $creds "vault" $vault -}}
+{{- $_ := set $cfg "credentials" $creds -}}
+{{- end -}}
+{{- if .Values.extAuthz.enabled -}}
+{{- $ea := get $cfg "ext_authz" | default dict -}}
+{{- $_ := set $ea "tls" (dict "cert_file" "/etc/lush/ext-authz/tls.crt" "key_file" "/etc/lush/ext-authz/tls.key" "client_ca_file" "/etc/lush/ext-authz/ca.crt") -}}
+{{- with .Values.extAuthz.identity }}{{ $_ := set $ea "identity" . }}{{ end -}}
+{{- $_ := set $cfg "ext_authz" $ea -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+
+{{/* Checks no schema can express; each failure names the values to change. */}}
+{{- define "lush.validate" -}}
+{{- $replicas := int .Values.replicaCount -}}
+{{- if .Values.autoscaling.enabled }}{{ $replicas = int .Values.autoscaling.maxReplicas }}{{ end -}}
+{{- if and (gt $replicas 1) (not (include "lush.hasPostgres" .)) -}}
+{{- fail "replicaCount (or autoscaling.maxReplicas) > 1 needs a shared PostgreSQL: set database.existingSecret (a Secret holding the postgres:// URL) or postgresql.enabled; otherwise every replica keeps its own decision log and fires every loop" -}}
+{{- end -}}
+{{- if and .Values.postgresql.enabled .Values.database.existingSecret -}}
+{{- fail "postgresql.enabled and database.existingSecret are both set: use the bundled PostgreSQL or an external one, not both" -}}
+{{- end -}}
+{{- if and .Values.state.persistence.enabled (gt $replicas 1) -}}
+{{- fail "state.persistence.enabled is for one replica (a ReadWriteOnce volume): with several, keep the state in PostgreSQL and leave persistence off" -}}
+{{- end -}}
+{{- if and .Values.xds.enabled (not .Values.extAuthz.enabled) -}}
+{{- fail "xds.enabled needs extAuthz.enabled: the sidecars the xDS server configures ask Lush's ext_authz" -}}
+{{- end -}}
+{{- $auth := get (.Values.config | default dict) "auth" | default dict -}}
+{{- if not (or $auth.jwt $auth.api_keys $auth.trusted_proxy $auth.oauth) -}}
+{{- fail "config.auth: lushctl serve needs a way to authenticate people: jwt, oauth, api_keys or trusted_proxy (docs/gateway.md#authentication)" -}}
+{{- end -}}
+{{- end -}}
