@@ -126,6 +126,23 @@ copied to a memory emptyDir with mode 0600. A list of [name, secret, key, file].
 {{- if and .Values.xds.enabled (not .Values.extAuthz.enabled) -}}
 {{- fail "xds.enabled needs extAuthz.enabled: the sidecars the xDS server configures ask Lush's ext_authz" -}}
 {{- end -}}
+{{- range .Values.extraEnv -}}
+{{- if and (hasKey . "value") (regexMatch "(?i)(password|passwd|secret|token|api_?key|private|credential)" .name) -}}
+{{- fail (printf "extraEnv %s: looks like a secret and has an inline value: take it from a Secret (valueFrom.secretKeyRef), never from values" .name) -}}
+{{- end -}}
+{{- end -}}
+{{- $cfgJSON := toJson (.Values.config | default dict) -}}
+{{- range regexFindAll "\"[a-z_]*(secret|password|passwd|token)[a-z_]*\":" $cfgJSON -1 -}}
+{{- if not (or (hasSuffix "_file\":" .) (hasPrefix "\"token_endpoint\"" .) (hasPrefix "\"token_exchange\"" .)) -}}
+{{- fail (printf "config: %s looks like a secret written into the gateway config: the config names files (e.g. %s_file) mounted from Secrets, never the value itself" (trimSuffix ":" .) (trimSuffix "\":" . | trimPrefix "\"")) -}}
+{{- end -}}
+{{- end -}}
+{{- if regexMatch "postgres(ql)?://[^/@\"]*:[^/@\"]*@" $cfgJSON -}}
+{{- fail "config: a postgres:// URL with a password is written into the gateway config: put the URL in a Secret and name it in database.existingSecret" -}}
+{{- end -}}
+{{- if hasKey (.Values.config | default dict) "decision_log" -}}
+{{- fail "config.decision_log: the chart sets the decision log (LUSH_DECISION_LOG): use database.existingSecret or postgresql.enabled" -}}
+{{- end -}}
 {{- $auth := get (.Values.config | default dict) "auth" | default dict -}}
 {{- if not (or $auth.jwt $auth.api_keys $auth.trusted_proxy $auth.oauth) -}}
 {{- fail "config.auth: lushctl serve needs a way to authenticate people: jwt, oauth, api_keys or trusted_proxy (docs/gateway.md#authentication)" -}}
