@@ -345,6 +345,10 @@ func checkRendering(t *testing.T, c chartCase, objs []object) {
 			t.Errorf("LUSH_DECISION_LOG = %v, want the state volume's SQLite file", vars["LUSH_DECISION_LOG"])
 		}
 	}
+	// What the process writes is in its volumes: the root filesystem and the project are read-only.
+	if vars["TRACE_BACKEND"] == "sqlite" && vars["LUSH_TRACES_DB"] != "/var/lib/lush/traces.db" {
+		t.Errorf("LUSH_TRACES_DB = %v, want the state volume's /var/lib/lush/traces.db", vars["LUSH_TRACES_DB"])
+	}
 	bundleVars := []string{"LUSH_BUNDLE_SERVICE", "LUSH_BUNDLE_RESOURCE", "LUSH_BUNDLE_TOKEN_FILE", "LUSH_BUNDLE_VERIFY_KEY",
 		"LUSH_BUNDLE_VERIFY_KEY_ID", "LUSH_BUNDLE_VERIFY_ALG", "LUSH_BUNDLE_POLL_MIN", "LUSH_BUNDLE_POLL_MAX", "LUSH_BUNDLE_LONG_POLL"}
 	for _, v := range bundleVars {
@@ -375,6 +379,9 @@ func checkRendering(t *testing.T, c chartCase, objs []object) {
 	}
 	if err := cfg.Validate(); err != nil {
 		t.Errorf("the rendered gateway config is not valid: %v\n%s", err, text)
+	}
+	if key := cfg.DecisionLogChain.CheckpointKey; !strings.HasPrefix(key, "/var/lib/lush/") && !strings.HasPrefix(key, "/var/run/lush/keys/") {
+		t.Errorf("decision_log_chain.checkpoint_key = %q, want it in the state volume or the keys volume", key)
 	}
 	if !cfg.Auth.AuthenticatesPeople() {
 		t.Error("the rendered gateway config authenticates nobody: lushctl serve refuses it")
