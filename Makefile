@@ -75,8 +75,10 @@ $(HYDRA):
 # the JSON schemas of Kubernetes $(K8S_VERSION)'s built-in kinds. kubeconform downloads schemas from
 # GitHub at run time; here they are made offline by test/tools/k8sschemas (a module of its own)
 # from api/openapi-spec/swagger.json of the k8s.io/kubernetes module, fetched through the Go module
-# proxy (a 21 MB zip). Measured on 2 busy cores with a fresh module and build cache: helm 2.6
-# minutes, kubeconform 5 seconds, the schemas 4 seconds (325 kinds, 14 MB).
+# proxy (a 21 MB zip). Measured with fresh module and build caches (GOMODCACHE, GOCACHE) on 2
+# cores: helm 2.6 minutes on a quiet machine, 14.4 minutes at a load average of 25; kubeconform
+# 5-13 seconds; the schemas 3-6 seconds (325 kinds, 14 MB). With warm Go caches (CI's fresh
+# clone on a used machine) each is a link step of seconds. Built only when missing.
 helm-tool: $(HELM)
 $(HELM):
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
