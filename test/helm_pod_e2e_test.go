@@ -11,10 +11,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/lush-agents/lush/test/pgtest"
 )
 
 // The chart's pod without Kubernetes: the rendered Deployment and ConfigMap of the chart, run as
@@ -29,16 +32,41 @@ func TestHelmChartPodRuns(t *testing.T) {
 		t.Skipf("running as uid %d: this test needs root to run the pod's processes as its non-root user", os.Geteuid())
 	}
 	helm := tool(t, "helm", "helm-tool")
-
-	key, err := ed25519GenerateKeyPEM()
-	if err != nil {
-		t.Fatal(err)
+	cases := []struct {
+		name   string
+		values string   // added to the values every case has
+		db     bool     // a PostgreSQL whose URL is Secret lush-db's url
+		state  []string // the files the state volume must hold afterwards
+	}{
+		// The decision log, the traces and the loop scheduler's store in the state volume.
+		{name: "SQLite state", state: []string{"decisions.db", "scheduler.db", "traces.db"}},
+		// Replicas: the decision log and the scheduler in PostgreSQL; the traces still in the
+		// state volume (the default would be under the read-only project).
+		{name: "external PostgreSQL", values: "replicaCount: 2\ndatabase: {existingSecret: lush-db, urlKey: url}\n", db: true,
+			state: []string{"traces.db"}},
 	}
-	secrets := map[string]map[string]string{"lush-keys": {
-		"session.key":    base64.StdEncoding.EncodeToString(randomBytes(t, 48)),
-		"delegation.pem": key,
-		"checkpoint.pem": key,
-	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			key, err := ed25519GenerateKeyPEM()
+			if err != nil {
+				t.Fatal(err)
+			}
+			secrets := map[string]map[string]string{"lush-keys": {
+				"session.key":    base64.StdEncoding.EncodeToString(randomBytes(t, 48)),
+				"delegation.pem": key,
+				"checkpoint.pem": key,
+			}}
+			if c.db {
+				secrets["lush-db"] = map[string]string{"url": pgtest.Start(t).CreateDatabase(t, "lush")}
+			}
+			runChartPod(t, helm, c.values, secrets, c.state)
+		})
+	}
+}
+
+// runChartPod renders the chart with the case's values and runs its pod (TestHelmChartPodRuns).
+func runChartPod(t *testing.T, helm, extraValues string, secrets map[string]map[string]string, wantState []string) {
+	t.Helper()
 	values := filepath.Join(t.TempDir(), "values.yaml")
 	if err := os.WriteFile(values, []byte(`config:
   auth:
@@ -50,7 +78,7 @@ secrets:
   checkpointKey: {existingSecret: lush-keys, key: checkpoint.pem}
 extraEnv:
   - {name: LUSH_MODEL_PROVIDER, value: scripted}
-`), 0o600); err != nil {
+`+extraValues), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	manifests, err := render(t, helm, values)
@@ -169,11 +197,17 @@ extraEnv:
 		environ = append(environ, k+"="+paths.of(v))
 	}
 	for k, v := range vars {
-		s, ok := v.(string)
+		if s, ok := v.(string); ok {
+			environ = append(environ, k+"="+paths.of(s))
+			continue
+		}
+		name, _ := dig(v, "secretKeyRef", "name").(string)
+		key, _ := dig(v, "secretKeyRef", "key").(string)
+		value, ok := secrets[name][key]
 		if !ok {
 			t.Fatalf("env %s: from %v, which this test does not stand in for", k, v)
 		}
-		environ = append(environ, k+"="+paths.of(s))
+		environ = append(environ, k+"="+value)
 	}
 	environ = append(environ, fmt.Sprintf("PORT=%d", port), "LUSH_LISTEN_HOST=127.0.0.1") // loopback for the test
 	cmd := exec.Command(bin, execArgs(ctr)...)
@@ -200,8 +234,9 @@ extraEnv:
 	}
 	state := paths.of("/var/lib/lush")
 	for _, name := range []string{"decisions.db", "scheduler.db", "traces.db"} {
-		if _, err := os.Stat(filepath.Join(state, name)); err != nil {
-			t.Errorf("the state volume lacks %s: %v", name, err)
+		_, err := os.Stat(filepath.Join(state, name))
+		if want := slices.Contains(wantState, name); want != (err == nil) {
+			t.Errorf("the state volume holds %s: %v, want %v", name, err == nil, want)
 		}
 	}
 	for _, name := range []string{"session.key", "delegation.pem", "checkpoint.pem"} {
