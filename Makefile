@@ -26,6 +26,8 @@ KUBECONFORM_VERSION := v0.8.0
 # kubernetesVersion): the API of Kubernetes 1.37.2, from the k8s.io/kubernetes module v1.37.2.
 K8S_VERSION         := 1.37.2
 K8S_SCHEMAS         := $(TOOLS)/k8s-schemas/v$(K8S_VERSION)-standalone-strict
+# The ServiceMonitor's schema comes from this Prometheus Operator release's CRD.
+PROMETHEUS_OPERATOR_VERSION := v0.85.0
 
 export LUSH_NODE_PREFIX := $(NODE_DIR)
 export PATH := $(TOOLS)/bin:$(PATH)
@@ -72,7 +74,7 @@ $(HYDRA):
 	@command -v gcc >/dev/null || command -v cc >/dev/null || { echo "a C compiler is missing (Hydra's sqlite needs cgo): apt-get install -y gcc"; exit 1; }
 	cd test/tools/hydra && CGO_ENABLED=1 $(GO) build -tags sqlite,sqlite_omit_load_extension -o $(HYDRA) github.com/ory/hydra/v2
 # The Helm chart's checks (deploy/helm/lush, test/helm_test.go): Helm itself, and kubeconform with
-# the JSON schemas of Kubernetes $(K8S_VERSION)'s built-in kinds. kubeconform downloads schemas from
+# the JSON schemas of Kubernetes $(K8S_VERSION)'s built-in kinds and of the ServiceMonitor. kubeconform downloads schemas from
 # GitHub at run time; here they are made offline by test/tools/k8sschemas (a module of its own)
 # from api/openapi-spec/swagger.json of the k8s.io/kubernetes module, fetched through the Go module
 # proxy (a 21 MB zip). Measured with fresh module and build caches (GOMODCACHE, GOCACHE) on 2
@@ -82,11 +84,12 @@ $(HYDRA):
 helm-tool: $(HELM)
 $(HELM):
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
-kubeconform-tool: $(KUBECONFORM) $(K8S_SCHEMAS)/deployment-apps-v1.json
+kubeconform-tool: $(KUBECONFORM) $(K8S_SCHEMAS)/servicemonitor-monitoring-v1.json
 $(KUBECONFORM):
 	GOBIN=$(TOOLS)/bin $(GO) install github.com/yannh/kubeconform/cmd/kubeconform@$(KUBECONFORM_VERSION)
-$(K8S_SCHEMAS)/deployment-apps-v1.json:
-	cd test/tools/k8sschemas && $(GO) run . -version $(K8S_VERSION) -out $(TOOLS)/k8s-schemas
+$(K8S_SCHEMAS)/servicemonitor-monitoring-v1.json:
+	cd test/tools/k8sschemas && $(GO) run . -version $(K8S_VERSION) -out $(TOOLS)/k8s-schemas \
+	  -crd github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
 
 # The chart's checks alone: lint, render and validate the defaults and every example.
 chart: helm-tool kubeconform-tool ## check the Helm chart (helm lint, helm template, kubeconform) over every example

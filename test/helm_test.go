@@ -51,7 +51,7 @@ func chartTools(t *testing.T) (helm, kubeconform string) {
 	t.Helper()
 	helm = tool(t, "helm", "helm-tool")
 	kubeconform = tool(t, "kubeconform", "kubeconform-tool")
-	if !fileExists(filepath.Join(schemaLocation, "v"+kubernetesVersion+"-standalone-strict", "deployment-apps-v1.json")) {
+	if !fileExists(filepath.Join(schemaLocation, "v"+kubernetesVersion+"-standalone-strict", "servicemonitor-monitoring-v1.json")) {
 		if os.Getenv("CI") != "" {
 			t.Fatalf("the Kubernetes %s schemas are not in %s in CI: run the tests with make test (make kubeconform-tool)", kubernetesVersion, schemaLocation)
 		}
@@ -212,16 +212,16 @@ func TestHelmChart(t *testing.T) {
 	}
 }
 
-// validate runs kubeconform, strict, against the offline schemas. A ServiceMonitor (a CRD's kind,
-// no built-in schema) is skipped by kubeconform and checked by checkRendering.
+// validate runs kubeconform, strict, against the offline schemas (the ServiceMonitor's from the
+// Prometheus Operator's CRD); a kind without a schema fails.
 func validate(t *testing.T, kubeconform, file string) {
 	t.Helper()
 	out, err := run(kubeconform, "-strict", "-summary", "-kubernetes-version", kubernetesVersion,
-		"-schema-location", schemaLocation, "-skip", "ServiceMonitor", file)
+		"-schema-location", schemaLocation, file)
 	if err != nil {
 		t.Fatalf("kubeconform: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "Invalid: 0, Errors: 0") {
+	if !strings.Contains(out, "Invalid: 0, Errors: 0, Skipped: 0") {
 		t.Fatalf("kubeconform: %s", out)
 	}
 }
@@ -495,6 +495,29 @@ func TestKubeconformSchemasAreStrict(t *testing.T) {
 				t.Errorf("kubeconform accepted the Deployment with %s (err %v):\n%s", c.name, err, out)
 			}
 		})
+	}
+	// The ServiceMonitor's schema (from its CRD) is strict too.
+	withMonitor, err := render(t, helm, filepath.Join(chartDir, "examples", "ha-postgres.yaml"))
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, withMonitor)
+	}
+	monitors := 0
+	for _, doc := range strings.Split(withMonitor, "\n---\n") {
+		if !strings.Contains(doc, "\nkind: ServiceMonitor\n") {
+			continue
+		}
+		monitors++
+		file := filepath.Join(t.TempDir(), "monitor.yaml")
+		if err := os.WriteFile(file, []byte(strings.Replace(doc, "      path: /metrics\n", "      path: /metrics\n      scrapeEvery: 30s\n", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		out, err := run(kubeconform, "-strict", "-kubernetes-version", kubernetesVersion, "-schema-location", schemaLocation, file)
+		if err == nil || !strings.Contains(out, "additional properties 'scrapeEvery' not allowed") {
+			t.Errorf("kubeconform accepted a ServiceMonitor endpoint with an unknown field (err %v):\n%s", err, out)
+		}
+	}
+	if monitors != 1 {
+		t.Errorf("examples/ha-postgres.yaml rendered %d ServiceMonitors, want 1", monitors)
 	}
 	examples, _ := filepath.Glob("../deploy/examples/*.yaml")
 	if len(examples) == 0 {

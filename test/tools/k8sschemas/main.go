@@ -9,7 +9,12 @@
 // an object with properties accepts no other property, an int-or-string accepts a string or an
 // integer, a quantity a string or a number, and an optional field also accepts null.
 //
-//	go run . -version 1.37.2 -out ../../../.tools/k8s-schemas
+// -crd adds the kinds of CustomResourceDefinitions kept in a Go module (module@version/path, e.g.
+// the Prometheus Operator's ServiceMonitor), from each version's openAPIV3Schema, made strict the
+// same way.
+//
+//	go run . -version 1.37.2 -out ../../../.tools/k8s-schemas \
+//	  -crd github.com/prometheus-operator/prometheus-operator@v0.85.0/example/prometheus-operator-crd/monitoring.coreos.com_servicemonitors.yaml
 package main
 
 import (
@@ -18,20 +23,31 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
+
+	"gopkg.in/yaml.v3"
 )
+
+// crdFlags are the -crd flags: module@version/path of CustomResourceDefinition files.
+type crdFlags []string
+
+func (c *crdFlags) String() string     { return strings.Join(*c, ",") }
+func (c *crdFlags) Set(v string) error { *c = append(*c, v); return nil }
 
 func main() {
 	version := flag.String("version", "", "the Kubernetes version, e.g. 1.37.2 (the k8s.io/kubernetes module's v1.37.2)")
 	spec := flag.String("spec", "", "read this swagger.json instead of downloading the module")
 	out := flag.String("out", "", "the schema location: the schemas go to <out>/v<version>-standalone-strict")
+	var crds crdFlags
+	flag.Var(&crds, "crd", "module@version/path of a CustomResourceDefinition file whose kinds to add (repeatable)")
 	flag.Parse()
-	if err := run(*version, *spec, *out); err != nil {
+	if err := run(*version, *spec, *out, crds); err != nil {
 		fmt.Fprintln(os.Stderr, "k8sschemas:", err)
 		os.Exit(1)
 	}
@@ -39,7 +55,7 @@ func main() {
 
 var versionPattern = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+$`)
 
-func run(version, spec, out string) error {
+func run(version, spec, out string, crds []string) error {
 	if !versionPattern.MatchString(version) {
 		return fmt.Errorf("-version: %q is not a Kubernetes release like 1.37.2", version)
 	}
@@ -78,6 +94,13 @@ func run(version, spec, out string) error {
 	}
 	if n == 0 {
 		return fmt.Errorf("%s: no definition has x-kubernetes-group-version-kind", spec)
+	}
+	for _, crd := range crds {
+		m, err := writeCRDSchemas(crd, tmp)
+		if err != nil {
+			return err
+		}
+		n += m
 	}
 	if err := os.RemoveAll(target); err != nil {
 		return err
@@ -248,4 +271,67 @@ func nullable(p map[string]any) map[string]any {
 		}
 	}
 	return p
+}
+
+// writeCRDSchemas writes one schema per kind and version of the CustomResourceDefinitions in a
+// file of a Go module (module@version/path); it returns how many.
+func writeCRDSchemas(ref, dir string) (int, error) {
+	at := strings.Index(ref, "@")
+	slash := strings.Index(ref[max(at, 0):], "/")
+	if at < 0 || slash < 0 {
+		return 0, fmt.Errorf("-crd %s: want module@version/path", ref)
+	}
+	module, path := ref[:at+slash], ref[at+slash+1:]
+	modDir, err := moduleDir(module)
+	if err != nil {
+		return 0, err
+	}
+	data, err := os.ReadFile(filepath.Join(modDir, filepath.FromSlash(path)))
+	if err != nil {
+		return 0, fmt.Errorf("-crd %s: %w", ref, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		var crd struct {
+			Kind string `yaml:"kind"`
+			Spec struct {
+				Group string `yaml:"group"`
+				Names struct {
+					Kind string `yaml:"kind"`
+				} `yaml:"names"`
+				Versions []struct {
+					Name   string `yaml:"name"`
+					Schema struct {
+						OpenAPIV3Schema map[string]any `yaml:"openAPIV3Schema"`
+					} `yaml:"schema"`
+				} `yaml:"versions"`
+			} `yaml:"spec"`
+		}
+		if err := dec.Decode(&crd); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			return n, fmt.Errorf("-crd %s: %w", ref, err)
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		for _, v := range crd.Spec.Versions {
+			if v.Schema.OpenAPIV3Schema == nil {
+				return n, fmt.Errorf("-crd %s: %s %s has no openAPIV3Schema", ref, crd.Spec.Names.Kind, v.Name)
+			}
+			schema, err := json.MarshalIndent(strict(v.Schema.OpenAPIV3Schema), "", "  ")
+			if err != nil {
+				return n, fmt.Errorf("-crd %s: %w", ref, err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, fileName(crd.Spec.Group, v.Name, crd.Spec.Names.Kind)), append(schema, '\n'), 0o644); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("-crd %s: no CustomResourceDefinition", ref)
+	}
+	return n, nil
 }
