@@ -79,8 +79,9 @@ $(HYDRA):
 # from api/openapi-spec/swagger.json of the k8s.io/kubernetes module, fetched through the Go module
 # proxy (a 21 MB zip). Measured with fresh module and build caches (GOMODCACHE, GOCACHE) on 2
 # cores: helm 2.6 minutes on a quiet machine, 14.4 minutes at a load average of 25; kubeconform
-# 5-13 seconds; the schemas 3-6 seconds (325 kinds, 14 MB). With warm Go caches (CI's fresh
-# clone on a used machine) each is a link step of seconds. Built only when missing.
+# 5-13 seconds; the schemas 30 seconds at a load average of 11 (25 MB of modules; 326 kinds,
+# 14 MB). With warm Go caches (CI's fresh clone on a used machine) each takes seconds. Built only
+# when missing.
 helm-tool: $(HELM)
 $(HELM):
 	GOBIN=$(TOOLS)/bin $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
