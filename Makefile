@@ -94,7 +94,7 @@ $(K8S_SCHEMAS)/servicemonitor-monitoring-v1.json:
 
 # The chart's checks alone: lint, render and validate the defaults and every example.
 chart: helm-tool kubeconform-tool ## check the Helm chart (helm lint, helm template, kubeconform) over every example
-	$(GO) test -count=1 -run '^(TestHelmChart|TestHelmChartRefusesBadValues|TestHelmChartPodRuns|TestKubeconformSchemasAreStrict)$$' ./test
+	$(GO) test -count=1 -run '^(TestHelmChart|TestHelmChartRefusesBadValues|TestHelmChartPodRuns|TestHelmChartXDSCommand|TestKubeconformSchemasAreStrict)$$' ./test
 
 $(TOOLS)/bin/staticcheck:
 	GOBIN=$(TOOLS)/bin $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)

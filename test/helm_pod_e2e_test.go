@@ -312,3 +312,44 @@ func ed25519GenerateKeyPEM() (string, error) {
 	}
 	return string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})), nil
 }
+
+// TestHelmChartXDSCommand: the xDS Deployment's command line (examples/mesh.yaml) is one lushctl
+// accepts, and with --print it serves the sidecars' listeners, routes and clusters for the
+// project's deployed build, reading the chart's gateway config.
+func TestHelmChartXDSCommand(t *testing.T) {
+	helm := tool(t, "helm", "helm-tool")
+	manifests, err := render(t, helm, filepath.Join(chartDir, "examples", "mesh.yaml"))
+	if err != nil {
+		t.Fatalf("helm template: %v\n%s", err, manifests)
+	}
+	objs := decodeObjects(t, manifests)
+	xds := dig(find(objs, "Deployment", "lush-xds"), "spec", "template", "spec", "containers", 0)
+	args := execArgs(xds)
+	if len(args) < 2 || args[0] != "mesh" || args[1] != "xds" {
+		t.Fatalf("the xDS container runs %v, want lushctl mesh xds", args)
+	}
+	project := agentProject(t)
+	buildAndDeploy(t, project)
+	config := filepath.Join(t.TempDir(), "gateway.yaml")
+	text, _ := dig(find(objs, "ConfigMap", "lush"), "data", "gateway.yaml").(string)
+	if err := os.WriteFile(config, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	paths := hostPaths{"/etc/lush/config/gateway.yaml": config, "/project": project}
+	for i, a := range args {
+		if k, v, ok := strings.Cut(a, "="); ok {
+			args[i] = k + "=" + paths.of(v)
+		} else {
+			args[i] = paths.of(a)
+		}
+	}
+	out, err := exec.Command(lushctlBin, append(args, "--print")...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("lushctl %v --print: %v\n%s", args, err, out)
+	}
+	for _, want := range []string{`"listeners"`, `"lush_mcp"`, `"lush_ext_authz"`, `"lush.agents.svc"`, `9191`, `"/etc/envoy/lush-client/tls.crt"`} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("lushctl mesh xds --print does not show %s:\n%.2000s", want, out)
+		}
+	}
+}
