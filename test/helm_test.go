@@ -424,21 +424,25 @@ func volume(deploy object, name string) any {
 }
 
 // TestHelmChartRefusesBadValues: bad values fail helm template (what helm install runs) with a
-// message naming the value and the fix.
+// message naming the value and the fix; those values.schema.json refuses fail helm lint too (a
+// template's fail is only an INFO line to helm lint).
 func TestHelmChartRefusesBadValues(t *testing.T) {
 	helm, _ := chartTools(t)
-	cases := []struct{ name, values, want string }{
-		{"replicas not a number", `replicaCount: three`, `at '/replicaCount': got string, want integer`},
-		{"a session key inline", "secrets:\n  sessionKey:\n    value: c2VjcmV0", `at '/secrets/sessionKey': additional properties 'value' not allowed`},
-		{"a database URL inline", "database:\n  url: postgres://lush:pw@db/lush", `at '/database': additional properties 'url' not allowed`},
-		{"a bundle token inline", "bundle:\n  enabled: true\n  service: https://b\n  resource: r\n  token: s3cr3t", `at '/bundle/token': got string, want object`},
-		{"a secret env value", "extraEnv:\n  - name: SLACK_TOKEN\n    value: xoxb-1", `extraEnv SLACK_TOKEN: looks like a secret and has an inline value`},
-		{"a secret in the gateway config", "config:\n  auth: {api_keys: [{name: a, sha256: x, principal: 'serviceaccount:a'}]}\n  credentials: {vault: {auth: {method: approle, role_id: r, secret_id: s3cr3t}}}", `config: "secret_id" looks like a secret`},
-		{"several replicas without PostgreSQL", `replicaCount: 3`, `needs a shared PostgreSQL`},
-		{"vault without a role", "vault:\n  enabled: true\n  address: https://vault:8200", `at '/vault/role': minLength`},
-		{"ext_authz without mTLS", "extAuthz:\n  enabled: true", `at '/extAuthz/tls/existingSecret': minLength`},
-		{"bundled PostgreSQL without its Secret", "replicaCount: 2\npostgresql:\n  enabled: true", `at '/postgresql/auth/existingSecret': minLength`},
-		{"an unknown mode", `mode: everything`, `at '/mode': value must be one of 'stack', 'gateway'`},
+	cases := []struct {
+		name, values, want string
+		schema             bool // refused by values.schema.json (else by the templates)
+	}{
+		{"replicas not a number", `replicaCount: three`, `at '/replicaCount': got string, want integer`, true},
+		{"a session key inline", "secrets:\n  sessionKey:\n    value: c2VjcmV0", `at '/secrets/sessionKey': additional properties 'value' not allowed`, true},
+		{"a database URL inline", "database:\n  url: postgres://lush:pw@db/lush", `at '/database': additional properties 'url' not allowed`, true},
+		{"a bundle token inline", "bundle:\n  enabled: true\n  service: https://b\n  resource: r\n  token: s3cr3t", `at '/bundle/token': got string, want object`, true},
+		{"a secret env value", "extraEnv:\n  - name: SLACK_TOKEN\n    value: xoxb-1", `extraEnv SLACK_TOKEN: looks like a secret and has an inline value`, false},
+		{"a secret in the gateway config", "config:\n  auth: {api_keys: [{name: a, sha256: x, principal: 'serviceaccount:a'}]}\n  credentials: {vault: {auth: {method: approle, role_id: r, secret_id: s3cr3t}}}", `config: "secret_id" looks like a secret`, false},
+		{"several replicas without PostgreSQL", `replicaCount: 3`, `needs a shared PostgreSQL`, false},
+		{"vault without a role", "vault:\n  enabled: true\n  address: https://vault:8200", `at '/vault/role': minLength`, true},
+		{"ext_authz without mTLS", "extAuthz:\n  enabled: true", `at '/extAuthz/tls/existingSecret': minLength`, true},
+		{"bundled PostgreSQL without its Secret", "replicaCount: 2\npostgresql:\n  enabled: true", `at '/postgresql/auth/existingSecret': minLength`, true},
+		{"an unknown mode", `mode: everything`, `at '/mode': value must be one of 'stack', 'gateway'`, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -455,6 +459,12 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 			}
 			if strings.Contains(out, "s3cr3t") || strings.Contains(out, "xoxb-1") || strings.Contains(out, ":pw@") {
 				t.Errorf("the error repeats the secret value:\n%s", out)
+			}
+			if c.schema {
+				lint, err := run(helm, "lint", chartDir, "--kube-version", kubernetesVersion, "-f", file)
+				if err == nil || !strings.Contains(lint, c.want) {
+					t.Errorf("helm lint did not refuse %q with %q (err %v):\n%s", c.values, c.want, err, lint)
+				}
 			}
 		})
 	}
