@@ -443,6 +443,8 @@ func TestHelmChartRefusesBadValues(t *testing.T) {
 		{"ext_authz without mTLS", "extAuthz:\n  enabled: true", `at '/extAuthz/tls/existingSecret': minLength`, true},
 		{"bundled PostgreSQL without its Secret", "replicaCount: 2\npostgresql:\n  enabled: true", `at '/postgresql/auth/existingSecret': minLength`, true},
 		{"an unknown mode", `mode: everything`, `at '/mode': value must be one of 'stack', 'gateway'`, true},
+		{"a poll interval in milliseconds", "bundle:\n  enabled: true\n  service: https://b\n  resource: r\n  pollMin: 500ms", `at '/bundle/pollMin'`, true},
+		{"a pinned build with a bundle server", "bundle:\n  enabled: true\n  service: https://b\n  resource: r\nproject:\n  build: 3fa9c1e2", `project.build and bundle.enabled are both set`, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
