@@ -132,6 +132,11 @@ copied to a memory emptyDir with mode 0600. A list of [name, secret, key, file].
 {{- if and .Values.state.persistence.enabled (gt $replicas 1) -}}
 {{- fail "state.persistence.enabled is for one replica (a ReadWriteOnce volume): with several, keep the state in PostgreSQL and leave persistence off" -}}
 {{- end -}}
+{{- with .Values.podDisruptionBudget -}}
+{{- if and .enabled (eq (toString .minAvailable) "") (eq (toString .maxUnavailable) "") -}}
+{{- fail "podDisruptionBudget: set minAvailable or maxUnavailable (an integer or a percentage), or enabled: false" -}}
+{{- end -}}
+{{- end -}}
 {{- if and .Values.bundle.enabled .Values.project.build -}}
 {{- fail "project.build and bundle.enabled are both set: builds come from the bundle server; pin one by publishing it there (docs/deploy.md#rollback-by-hash)" -}}
 {{- end -}}
