@@ -25,12 +25,16 @@ COPY --from=build /out/lushctl /usr/local/bin/lushctl
 COPY --from=build --chown=65532:65532 /out/state /var/lib/lush
 USER nonroot:nonroot
 WORKDIR /project
-# The traces and the scheduler's store default to the decision log's directory.
+# The scheduler's store defaults to the decision log's directory; the traces are kept in the state
+# volume even when the decision log is a postgres:// URL (whose state directory would be the
+# read-only project's .lush). The root filesystem can be read-only: only /tmp and /var/lib/lush
+# are written (the Helm chart mounts emptyDirs there, deploy/helm/lush).
 ENV PORT=8080 \
     LOG_LEVEL=info \
     TRACE_BACKEND=sqlite \
     LUSH_PROJECT=/project \
-    LUSH_DECISION_LOG=/var/lib/lush/decisions.db
+    LUSH_DECISION_LOG=/var/lib/lush/decisions.db \
+    LUSH_TRACES_DB=/var/lib/lush/traces.db
 VOLUME ["/var/lib/lush"]
 EXPOSE 8080
 # lushctl health asks http://127.0.0.1:$PORT/health.
