@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"sync"
 
@@ -74,16 +75,16 @@ func (cs *calls) add(cl *call) func() {
 }
 
 // only returns the call in flight when there is exactly one.
-func (cs *calls) only() *call {
+func (cs *calls) only() (cl *call, inFlight int) {
 	cs.mu.Lock()
 	defer cs.mu.Unlock()
 	if len(cs.set) != 1 {
-		return nil
+		return nil, len(cs.set)
 	}
 	for cl := range cs.set {
-		return cl
+		return cl, 1
 	}
-	return nil
+	return nil, 0
 }
 
 // JSON-RPC codes of the answers Lush gives an upstream's requests itself.
@@ -104,15 +105,22 @@ func (s *Server) serverRequests(c *conn) transport.RequestHandler {
 		if req.Method == string(mcp.MethodPing) {
 			return transport.NewJSONRPCResultResponse(req.ID, json.RawMessage(`{}`)), nil
 		}
+		level := slog.LevelWarn
 		refuse := func(code int, format string, args ...any) (*transport.JSONRPCResponse, error) {
 			msg := fmt.Sprintf(format, args...)
-			s.opts.Logger.Warn("refused a request from an MCP server", "ref", s.tool.Ref, "method", req.Method, "reason", msg)
+			s.opts.Logger.Log(ctx, level, "refused a request from an MCP server", "ref", s.tool.Ref, "method", req.Method, "reason", msg)
 			return transport.NewJSONRPCErrorResponse(req.ID, code, msg, nil), nil
 		}
 		cl, onStream := ctx.Value(callKey{}).(*call)
 		if !onStream {
-			if cl = c.calls.only(); cl == nil {
-				return refuse(codeInternal, "%s: Lush cannot tell which call this request belongs to (send it on the call's own stream)", req.Method)
+			var inFlight int
+			if cl, inFlight = c.calls.only(); cl == nil && inFlight == 0 {
+				// Servers ask as soon as they are connected (roots/list after initialize): there
+				// is no caller to ask, and the refusal is the answer they expect then.
+				level = slog.LevelDebug
+				return refuse(codeInternal, "%s: no call is in flight, so there is no client to ask", req.Method)
+			} else if cl == nil {
+				return refuse(codeInternal, "%s: Lush cannot tell which call this request belongs to (%d are in flight; send it on the call's own stream)", req.Method, inFlight)
 			}
 		}
 		if cl == nil || cl.asker == nil {

@@ -732,7 +732,7 @@ func (s *Server) onNotification(c *conn, n mcp.JSONRPCNotification) {
 	case "notifications/message":
 		// Log messages carry no request id: deliver them only when the request they belong to is
 		// unambiguous, never to another caller's request.
-		if cl := c.calls.only(); cl != nil && cl.notify != nil {
+		if cl, _ := c.calls.only(); cl != nil && cl.notify != nil {
 			cl.notify(n.Method, params)
 		}
 	case "notifications/tools/list_changed", "notifications/resources/list_changed", "notifications/prompts/list_changed":

@@ -31,9 +31,13 @@ func Result(c Call) map[string]any {
 	if len(shown) > maxArgs {
 		shown = shown[:maxArgs] + "…"
 	}
+	tool := c.Tool
+	if tool == "" {
+		tool = c.Name // a remote A2A agent: one tool, no name at a server
+	}
 	msg := fmt.Sprintf("[stub] %s was NOT executed: live writes are off for %s. It would have run %s with arguments %s. Nothing was changed (decision %s).",
-		c.Name, c.Ref, c.Tool, shown, c.DecisionID)
-	info := map[string]any{"stubbed": true, "executed": false, "tool": c.Ref, "name": c.Tool, "arguments": c.Arguments, "decision_id": c.DecisionID,
+		c.Name, c.Ref, tool, shown, c.DecisionID)
+	info := map[string]any{"stubbed": true, "executed": false, "tool": c.Ref, "name": tool, "arguments": c.Arguments, "decision_id": c.DecisionID,
 		"message": "live writes are off for this tool; nothing was executed"}
 	res := map[string]any{"content": []map[string]string{{"type": "text", "text": msg}},
 		"_meta": map[string]any{"dev.lush/stub": info, "dev.lush/decision": c.Decision}}

@@ -44,3 +44,16 @@ func TestStubConformsToOutputSchema(t *testing.T) {
 		}
 	}
 }
+
+// A tool without a name at a server (a remote A2A agent) is named by its own name in the message.
+func TestStubMessageNamesTheTool(t *testing.T) {
+	for _, tc := range []struct{ name, tool, want string }{
+		{"search", "search_notes", "It would have run search_notes with arguments"},
+		{"translator", "", "It would have run translator with arguments"},
+	} {
+		res := Result(Call{Name: tc.name, Ref: "a2a://partner.example.com/agents/translator", Tool: tc.tool, Arguments: map[string]any{"message": "hi"}, DecisionID: "d1"})
+		if text := res["content"].([]map[string]string)[0]["text"]; !strings.Contains(text, tc.want) {
+			t.Errorf("%s: text = %q, want it to contain %q", tc.name, text, tc.want)
+		}
+	}
+}
