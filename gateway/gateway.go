@@ -325,6 +325,7 @@ func (g *Gateway) deploy(ctx context.Context, m *manifest.Manifest, hash string,
 		return g.refuse(ctx, hash, err)
 	}
 	previous := g.Revision()
+	g.problem.Store(nil) // /health's last_error: what went wrong since the build served was loaded
 	g.pool.Sync(m.Tools, privateServers(m))
 	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng, loaded: time.Now().UTC()})
 	g.opts.Policy.Set(eng) // every enforcement point of the process decides with it from now on
@@ -361,8 +362,8 @@ func (g *Gateway) deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	return nil
 }
 
-// Problem is the last thing that went wrong getting a build (/health's last_error): a refused
-// build, or a bundle server that could not be polled.
+// Problem is the last thing that went wrong getting a build since the build served was loaded
+// (/health's last_error): a refused build, or a bundle server that could not be polled.
 type Problem struct {
 	At     time.Time `json:"at"`
 	Build  string    `json:"build,omitempty"` // the refused build's hash, when known

@@ -195,7 +195,7 @@ func printStatus(w io.Writer, rows []replicaStatus, sum statusSummary, output st
 		}{rows, sum})
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "REPLICA\tREVISION\tREADY\tLAST REFUSAL")
+	fmt.Fprintln(tw, "REPLICA\tREVISION\tREADY\tLAST ERROR")
 	for _, r := range rows {
 		rev, ready, last := "-", "no", "-"
 		if r.Revision != "" {

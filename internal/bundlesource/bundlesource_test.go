@@ -297,3 +297,90 @@ func TestPublishHTTP(t *testing.T) {
 		t.Fatalf("PublishHTTP with a wrong token = %v, want a 403 error without the token", err)
 	}
 }
+
+// TestSourceLongPoll: a server that answers with OPA's bundle content type long-polls: the
+// source asks again at once (not after PollMin) with Prefer: wait=<LongPoll>, and the server's
+// answer when the bundle changes is handed over.
+func TestSourceLongPoll(t *testing.T) {
+	a, hashA := testManifest(t, "a")
+	b, hashB := testManifest(t, "b")
+	bundleA, bundleB := testBundle(t, hashA, a, ""), testBundle(t, hashB, b, "")
+	waiting := make(chan string, 1) // the Prefer header of the held request
+	release := make(chan struct{})
+	var n atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/vnd.openpolicyagent.bundles")
+		switch n.Add(1) {
+		case 1:
+			w.Header().Set("ETag", `"a"`)
+			w.Write(bundleA)
+		case 2:
+			waiting <- r.Header.Get("Prefer")
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
+			w.Header().Set("ETag", `"b"`)
+			w.Write(bundleB)
+		default:
+			<-r.Context().Done() // hold until the source stops
+		}
+	}))
+	t.Cleanup(hs.Close)
+	src, err := New(Config{Service: hs.URL, Resource: "b.tar.gz", PollMin: time.Minute, PollMax: time.Minute, LongPoll: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan Update, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); src.Run(ctx, func(_ context.Context, u Update) { updates <- u }) }()
+	t.Cleanup(func() { cancel(); hs.CloseClientConnections(); <-done })
+	if u := <-updates; u.Err != nil || u.ETag != `"a"` {
+		t.Fatalf("first update: %+v", u)
+	}
+	if prefer := <-waiting; !strings.Contains(prefer, "wait=5") {
+		t.Errorf("the long poll's Prefer header is %q, want wait=5", prefer)
+	}
+	close(release)
+	if u := <-updates; u.Err != nil || u.ETag != `"b"` {
+		t.Fatalf("second update: %+v", u)
+	}
+}
+
+// TestSourceSameBodyOnce: a server without ETags sends the same bundle at every poll; it is
+// handed over once (a refused bundle is not refused again at every poll).
+func TestSourceSameBodyOnce(t *testing.T) {
+	a, hashA := testManifest(t, "a")
+	body := testBundle(t, hashA, a, "")
+	var polls atomic.Int32
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		w.Write(body)
+	}))
+	t.Cleanup(hs.Close)
+	src, err := New(Config{Service: hs.URL, Resource: "a.tar.gz", PollMin: time.Second, PollMax: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	updates := make(chan Update, 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); src.Run(ctx, func(_ context.Context, u Update) { updates <- u }) }()
+	<-updates
+	for polls.Load() < 3 {
+		select {
+		case u := <-updates:
+			t.Fatalf("the same bundle was handed over again: %+v", u)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	cancel()
+	<-done
+	select { // a poll's update is sent before the next poll starts
+	case u := <-updates:
+		t.Fatalf("the same bundle was handed over again: %+v", u)
+	default:
+	}
+}

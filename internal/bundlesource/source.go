@@ -3,17 +3,18 @@ package bundlesource
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/download"
 	"github.com/open-policy-agent/opa/v1/logging"
-	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/rest"
 )
 
@@ -77,10 +78,16 @@ type Update struct {
 	Err    error
 }
 
-// Source polls a bundle server.
+// Source polls a bundle server with OPA's bundle protocol, through OPA's REST client (so that
+// services[].credentials-style bearer tokens and TLS work as in OPA). It does not use OPA's
+// downloader, which parses and verifies each bundle itself: a replica must see the bundle's bytes
+// to say why it refuses one (bundlesource reasons), and must not download and refuse the same bad
+// bundle again at every retry (the downloader forgets the ETag of a bundle it could not read).
 type Source struct {
-	cfg Config
-	d   *download.Downloader
+	cfg    Config
+	client rest.Client
+	path   string
+	rand   *rand.Rand // jitter
 }
 
 // New prepares a source; Run starts it.
@@ -92,6 +99,11 @@ func New(cfg Config) (*Source, error) {
 	if cfg.TokenFile != "" {
 		svc["credentials"] = map[string]any{"bearer": map[string]any{"token_path": cfg.TokenFile}}
 	}
+	if cfg.LongPoll > 0 { // the server holds the request up to LongPoll before it answers
+		svc["response_header_timeout_seconds"] = int64((cfg.LongPoll + responseHeaderTimeout) / time.Second)
+	} else {
+		svc["response_header_timeout_seconds"] = int64(responseHeaderTimeout / time.Second)
+	}
 	raw, err := json.Marshal(svc)
 	if err != nil {
 		return nil, fmt.Errorf("bundle service: %w", err)
@@ -100,62 +112,104 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle service %s: %w", cfg.Service, err)
 	}
-	lo, hi := cfg.polling()
-	trigger := plugins.TriggerPeriodic
-	dc := download.Config{Trigger: &trigger, Polling: download.PollingConfig{MinDelaySeconds: seconds(lo), MaxDelaySeconds: seconds(hi)}}
-	if cfg.LongPoll > 0 {
-		dc.Polling.LongPollingTimeoutSeconds = seconds(cfg.LongPoll)
-	}
-	if err := dc.ValidateAndInjectDefaults(); err != nil {
-		return nil, fmt.Errorf("bundle polling: %w", err)
-	}
-	d := download.New(dc, client, strings.TrimLeft(cfg.Resource, "/")).WithSizeLimitBytes(MaxBundleBytes).WithBundlePersistence(true)
-	return &Source{cfg: cfg, d: d}, nil
+	return &Source{cfg: cfg, client: client, path: strings.TrimLeft(cfg.Resource, "/"), rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
 }
 
-func seconds(d time.Duration) *int64 {
-	s := int64(d / time.Second)
-	return &s
-}
+// responseHeaderTimeout bounds the wait for a (not long-polled) answer.
+const responseHeaderTimeout = 10 * time.Second
 
 // URL is the bundle's full URL.
 func (s *Source) URL() string {
-	return strings.TrimRight(s.cfg.Service, "/") + "/" + strings.TrimLeft(s.cfg.Resource, "/")
+	return strings.TrimRight(s.cfg.Service, "/") + "/" + s.path
 }
 
-// Run polls until ctx ends, calling f with each new bundle and each failure (never for a 304:
-// the bundle did not change). f runs on the polling goroutine: the next poll waits for it.
+// Run polls until ctx ends, calling f with each new bundle and each failure, on its own
+// goroutine (the next poll waits for f). A bundle is handed over once: the server answers 304
+// while its ETag does not change, and a body equal to the last one is not handed over again.
+// Between polls it waits a random delay between PollMin and PollMax; after a failure it backs
+// off (from 100ms up to PollMax); while the server long-polls, it asks again at once.
 func (s *Source) Run(ctx context.Context, f func(context.Context, Update)) {
-	s.d.WithCallback(func(ctx context.Context, u download.Update) error {
-		switch {
-		case u.Error != nil:
-			f(ctx, Update{Err: describe(u.Error)})
-		case u.Bundle != nil && u.Raw != nil:
-			raw, err := readAll(u.Raw)
-			if err != nil {
-				f(ctx, Update{Err: fmt.Errorf("read the downloaded bundle: %w", err)})
-				return nil
-			}
-			f(ctx, Update{Bundle: raw, ETag: u.ETag})
+	lo, hi := s.cfg.polling()
+	var st pollState
+	retries := 0
+	for {
+		bundle, err := s.poll(ctx, &st)
+		if ctx.Err() != nil {
+			return
 		}
-		return nil
-	})
-	s.d.Start(ctx)
-	<-ctx.Done()
-	s.d.Stop(context.WithoutCancel(ctx))
+		var delay time.Duration
+		switch {
+		case err != nil:
+			f(ctx, Update{Err: err})
+			retries++
+			delay = min(hi, 100*time.Millisecond<<min(retries, 10))
+		case bundle != nil:
+			retries = 0
+			f(ctx, Update{Bundle: bundle, ETag: st.etag})
+		default:
+			retries = 0
+		}
+		if err == nil && !st.longPoll {
+			delay = lo + time.Duration(s.rand.Int64N(int64(hi-lo)+1))
+		}
+		if delay > 0 {
+			t := time.NewTimer(delay)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-t.C:
+			}
+		}
+	}
 }
 
-// describe turns the downloader's errors into what an operator acts on: a server's HTTP status, a
-// bundle that does not read (a *Refused, unreadable).
-func describe(err error) error {
-	var he download.HTTPError
-	if errors.As(err, &he) {
-		return fmt.Errorf("the bundle server answered HTTP %d", he.StatusCode)
+// pollState is what a poll remembers for the next: the ETag to send, the last body handed over
+// (its digest), and whether the server long-polls.
+type pollState struct {
+	etag     string
+	digest   [32]byte
+	longPoll bool
+}
+
+// poll asks once; it returns a new bundle, or nil when there is none.
+func (s *Source) poll(ctx context.Context, st *pollState) ([]byte, error) {
+	c := s.client.WithHeader("If-None-Match", st.etag)
+	prefer := "modes=snapshot"
+	if st.longPoll && s.cfg.LongPoll > 0 {
+		prefer += ";wait=" + fmt.Sprint(int64(s.cfg.LongPoll/time.Second))
 	}
-	if strings.HasPrefix(err.Error(), "request failed") {
-		return fmt.Errorf("the bundle server is unreachable: %w", err)
+	c = c.WithHeader("Prefer", prefer)
+	resp, err := c.Do(ctx, http.MethodGet, s.path)
+	if err != nil {
+		st.longPoll = false
+		return nil, fmt.Errorf("the bundle server is unreachable: %w", err)
 	}
-	return &Refused{ReasonUnreadable, fmt.Errorf("read the downloaded bundle: %w", err)}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusNotModified:
+		if e := resp.Header.Get("ETag"); e != "" {
+			st.etag = e
+		}
+		return nil, nil
+	case http.StatusOK:
+	default:
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		st.longPoll = false
+		return nil, fmt.Errorf("the bundle server answered HTTP %d for %s", resp.StatusCode, s.URL())
+	}
+	st.longPoll = s.cfg.LongPoll > 0 && resp.Header.Get("Content-Type") == "application/vnd.openpolicyagent.bundles"
+	body, err := readAll(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("download %s: %w", s.URL(), err)
+	}
+	st.etag = resp.Header.Get("ETag")
+	digest := sha256.Sum256(body)
+	if digest == st.digest {
+		return nil, nil // the same bundle again (a server without ETags)
+	}
+	st.digest = digest
+	return body, nil
 }
 
 // readAll reads r whole, bounded by MaxBundleBytes.
