@@ -221,6 +221,17 @@ func TestSourcePolls(t *testing.T) {
 	}
 }
 
+// The bundle's URL, which logs and the decision log show, never carries the service's password.
+func TestSourceURLRedacted(t *testing.T) {
+	src, err := New(Config{Service: "https://ci:s3cret@bundles.example.com/", Resource: "/bundles/app.tar.gz"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := src.URL(); strings.Contains(got, "s3cret") || !strings.HasSuffix(got, "@bundles.example.com/bundles/app.tar.gz") {
+		t.Errorf("URL() = %s", got)
+	}
+}
+
 // TestSourceFailure: a server error is handed over as an error naming the status, not a refusal.
 func TestSourceFailure(t *testing.T) {
 	hs := httptest.NewServer(http.NotFoundHandler())

@@ -118,9 +118,14 @@ func New(cfg Config) (*Source, error) {
 // responseHeaderTimeout bounds the wait for a (not long-polled) answer.
 const responseHeaderTimeout = 10 * time.Second
 
-// URL is the bundle's full URL.
+// URL is the bundle's full URL, without a password the service URL may carry (it goes to logs
+// and to the decision log).
 func (s *Source) URL() string {
-	return strings.TrimRight(s.cfg.Service, "/") + "/" + s.path
+	base := s.cfg.Service
+	if u, err := url.Parse(base); err == nil {
+		base = u.Redacted()
+	}
+	return strings.TrimRight(base, "/") + "/" + s.path
 }
 
 // Run polls until ctx ends, calling f with each new bundle and each failure, on its own
