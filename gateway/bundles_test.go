@@ -154,7 +154,8 @@ func TestDeployBundle(t *testing.T) {
 				t.Errorf("lush_bundle_refused_total{reason=%s} = %v, want %v", tt.reason, got, before+1)
 			}
 			doc := h.health()
-			if !doc.Ready || doc.Revision != next.Hash || doc.LastError == nil || doc.LastError.Reason != tt.reason {
+			if !doc.Ready || doc.Revision != next.Hash || doc.LastError == nil || doc.LastError.Reason != tt.reason ||
+				tt.reason != bundlesource.ReasonUnreadable && doc.LastError.Build == "" {
 				t.Errorf("/health = %+v, want ready on the last good build with last_error %s", doc, tt.reason)
 			}
 			if !strings.Contains(h.logs.String(), "reason="+tt.reason) {

@@ -294,7 +294,7 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 func (g *Gateway) DeployBundle(ctx context.Context, bundleData []byte, source string) error {
 	m, hash, err := bundlesource.Unpack(bundleData)
 	if err != nil {
-		return g.refuse(ctx, "", err)
+		return g.refuse(ctx, hash, err)
 	}
 	if hash == g.Revision() {
 		return nil // served already (a rollback to it, or a server that lost our ETag)

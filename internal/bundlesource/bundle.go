@@ -72,7 +72,7 @@ func Embed(data map[string]any, manifestJSON []byte) {
 
 // Unpack reads the manifest a bundle carries and checks it against the bundle's revision (the
 // manifest hash). It does not verify the bundle's signature (the deploy does, with the key it
-// requires). Its errors are *Refused.
+// requires). Its errors are *Refused; with them it returns the bundle's revision when it has one.
 func Unpack(raw []byte) (*manifest.Manifest, string, error) {
 	b, err := bundle.NewReader(bytes.NewReader(raw)).WithSkipBundleVerification(true).WithRegoVersion(ast.RegoV1).
 		WithSizeLimitBytes(MaxBundleBytes).Read()
@@ -82,18 +82,18 @@ func Unpack(raw []byte) (*manifest.Manifest, string, error) {
 	hash := b.Manifest.Revision
 	text, ok := manifestText(b.Data)
 	if !ok {
-		return nil, "", &Refused{ReasonManifestMissing, fmt.Errorf("bundle %s has no Lush manifest at %s: build it with lushctl build (a bundle of Rego alone cannot be served)",
+		return nil, hash, &Refused{ReasonManifestMissing, fmt.Errorf("bundle %s has no Lush manifest at %s: build it with lushctl build (a bundle of Rego alone cannot be served)",
 			orNone(manifest.Short(hash)), ManifestPath)}
 	}
 	if !manifest.ValidHash(hash) {
 		return nil, "", &Refused{ReasonManifestMismatch, fmt.Errorf("bundle revision %q is not a build hash: the bundle was not made by lushctl build", hash)}
 	}
 	if got := manifest.Hash([]byte(text)); got != hash {
-		return nil, "", &Refused{ReasonManifestMismatch, fmt.Errorf("the bundle's manifest hashes to %s, not to its revision %s: the bundle was altered", manifest.Short(got), manifest.Short(hash))}
+		return nil, hash, &Refused{ReasonManifestMismatch, fmt.Errorf("the bundle's manifest hashes to %s, not to its revision %s: the bundle was altered", manifest.Short(got), manifest.Short(hash))}
 	}
 	m, err := manifest.Decode([]byte(text), hash)
 	if err != nil {
-		return nil, "", &Refused{ReasonManifestMissing, fmt.Errorf("bundle %s: %w", manifest.Short(hash), err)}
+		return nil, hash, &Refused{ReasonManifestMissing, fmt.Errorf("bundle %s: %w", manifest.Short(hash), err)}
 	}
 	return m, hash, nil
 }
