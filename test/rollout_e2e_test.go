@@ -260,6 +260,21 @@ func TestRolloutThreeReplicas(t *testing.T) {
 			t.Errorf("replica %d before anything is published: %+v, want 503, not ready, the 404 as reason", i, h)
 		}
 	}
+	// ... and MCP clients are turned away (nothing is decided without a build).
+	req, _ := http.NewRequest(http.MethodPost, bases[0]+"/gateway/agents/assistant/mcp",
+		strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello"}}`))
+	req.Header.Set("X-API-Key", rolloutKey)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	if resp, err := http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	} else {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "no build is deployed") {
+			t.Errorf("a call before any build: %s %s, want 503", resp.Status, body)
+		}
+	}
 	if code, out := statusOf(t, "--replicas", replicas); code != 1 || !strings.Contains(out, "3 not ready") {
 		t.Errorf("lushctl status before anything is published: exit %d, want 1:\n%s", code, out)
 	}
@@ -304,12 +319,13 @@ func TestRolloutThreeReplicas(t *testing.T) {
 		}
 		return true, ""
 	})
+	published := time.Now()
 	publish(hashB)
 	code, out := statusOf(t, "--replicas", replicas, "--expect", hashB[:12], "--watch", "--timeout", "30s", "--interval", "200ms")
 	if code != 0 || !strings.Contains(out, "3/3 on "+hashB[:12]) {
 		t.Fatalf("lushctl status --watch for B: exit %d:\n%s", code, out)
 	}
-	t.Logf("lushctl status after B:\n%s", out)
+	t.Logf("all three on B %s after the publish (polls every 1-2s); lushctl status:\n%s", time.Since(published).Round(time.Millisecond), out)
 	// Every client sees B's answer before the loops stop.
 	eventually(t, 30*time.Second, 20*time.Millisecond, func() (bool, string) {
 		for i := range bases {
