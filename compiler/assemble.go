@@ -15,6 +15,7 @@ import (
 
 	"github.com/lush-agents/lush/compiler/skills"
 	"github.com/lush-agents/lush/compiler/spec"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/toolref"
@@ -50,6 +51,8 @@ func (b *build) assemble(res *Result) error {
 		},
 		Data: PolicyData(m),
 	}
+	// The manifest travels with the bundle: a replica that downloads it needs nothing else.
+	bundlesource.Embed(bb.Data, data)
 	for _, f := range policies.Library() {
 		bb.Modules = append(bb.Modules, bundle.ModuleFile{URL: "/" + f.Path, Path: "/" + f.Path, Raw: f.Source, Parsed: b.policy.library[f.Path]})
 	}

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/lush-agents/lush/internal/buildstore"
-	"github.com/lush-agents/lush/internal/manifest"
+	"github.com/lush-agents/lush/internal/bundlesource"
 )
 
 // DefaultFollowInterval is how often Follow checks for a new deploy.
@@ -17,18 +17,13 @@ const DefaultFollowInterval = buildstore.DefaultFollowInterval
 func (g *Gateway) Follow(ctx context.Context, store *buildstore.Store, interval time.Duration) error {
 	return store.Follow(ctx, interval, func(ctx context.Context, hash string) error {
 		return g.deployFrom(ctx, store, hash)
-	}, func(hash string, err error) {
-		g.log.Error("refused a new build; the current one keeps serving", "build", manifest.Short(hash), "serving", manifest.Short(g.Revision()), "error", err)
-	})
+	}, func(string, error) {}) // Deploy logged, counted and recorded the refusal
 }
 
 func (g *Gateway) deployFrom(ctx context.Context, store *buildstore.Store, hash string) error {
 	m, bundle, err := store.Load(hash)
 	if err != nil {
-		if g.metrics != nil {
-			g.metrics.Reloads.WithLabelValues("rejected").Inc()
-		}
-		return err
+		return g.refuse(ctx, hash, &bundlesource.Refused{Reason: bundlesource.ReasonUnreadable, Err: err})
 	}
 	return g.Deploy(ctx, m, hash, bundle)
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/lush-agents/lush/gateway/builtin/shell"
 	"github.com/lush-agents/lush/internal/a2acard"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/jsonlimit"
 	"github.com/lush-agents/lush/internal/manifest"
@@ -107,6 +108,7 @@ type Gateway struct {
 	approvalStates stateSigner        // signs in-band approvals' requestState (inband.go)
 
 	state    atomic.Pointer[snapshot]
+	problem  atomic.Pointer[Problem] // the last refused build or failed poll (/health)
 	catMu    sync.Mutex
 	catalogs map[string]*catalog // agent -> catalog, rebuilt when upstreams or the build change
 	subs     subscriptions
@@ -122,6 +124,7 @@ type snapshot struct {
 	hash     string
 	manifest *manifest.Manifest
 	engine   *authz.Engine
+	loaded   time.Time // when it was swapped in
 }
 
 // New creates a gateway with no build deployed yet (every call is denied until Deploy).
@@ -282,27 +285,52 @@ func sessionKey(file string) ([]byte, error) {
 // Deploy makes a build current: its bundle is loaded (and its signature verified when the
 // gateway requires one) before anything changes, so a bad build is refused and the current one
 // keeps serving. Upstream servers the new build names are started; those it no longer names are
-// stopped.
+// stopped. A refusal is counted (lush_bundle_refused_total{reason}), logged and shown by /health;
+// its error is a *bundlesource.Refused.
 func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string, bundleData []byte) error {
+	return g.deploy(ctx, m, hash, bundleData, "store")
+}
+
+// DeployBundle deploys a build from its bundle alone (the manifest travels inside it, see
+// bundlesource.Unpack), as a replica does with what its bundle server serves; source names where
+// the bundle came from (a URL) in the log and the decision log. Refusals are as Deploy's.
+func (g *Gateway) DeployBundle(ctx context.Context, bundleData []byte, source string) error {
+	m, hash, err := bundlesource.Unpack(bundleData)
+	if err != nil {
+		return g.refuse(ctx, hash, err)
+	}
+	if hash == g.Revision() {
+		return nil // served already (a rollback to it, or a server that lost our ETag)
+	}
+	return g.deploy(ctx, m, hash, bundleData, source)
+}
+
+func (g *Gateway) deploy(ctx context.Context, m *manifest.Manifest, hash string, bundleData []byte, source string) error {
 	opts := []authz.Option{}
 	if t := g.cfg.Limits.DecisionTimeout; t > 0 {
 		opts = append(opts, authz.Timeout(t))
 	}
 	if g.verify != nil {
+		if err := bundlesource.Verify(bundleData, g.verify); err != nil {
+			return g.refuse(ctx, hash, err)
+		}
 		opts = append(opts, authz.VerifyWith(g.verify.PublicKeys, g.verify.KeyID))
 	}
 	eng, err := authz.FromBytes(ctx, bundleData, opts...)
 	if err == nil && eng.Revision() != hash {
-		err = fmt.Errorf("the bundle's revision %s does not match build %s", manifest.Short(eng.Revision()), manifest.Short(hash))
+		err = &bundlesource.Refused{Reason: bundlesource.ReasonManifestMismatch,
+			Err: fmt.Errorf("the bundle's revision %s does not match build %s", manifest.Short(eng.Revision()), manifest.Short(hash))}
 	}
 	if err != nil {
-		if g.metrics != nil {
-			g.metrics.Reloads.WithLabelValues("rejected").Inc()
+		if bundlesource.RefusalReason(err) == "" {
+			err = &bundlesource.Refused{Reason: bundlesource.ReasonCompile, Err: err}
 		}
-		return fmt.Errorf("deploy build %s: %w", manifest.Short(hash), err)
+		return g.refuse(ctx, hash, err)
 	}
+	previous := g.Revision()
+	g.problem.Store(nil) // /health's last_error: what went wrong since the build served was loaded
 	g.pool.Sync(m.Tools, privateServers(m))
-	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng})
+	g.state.Store(&snapshot{hash: hash, manifest: m, engine: eng, loaded: time.Now().UTC()})
 	g.opts.Policy.Set(eng) // every enforcement point of the process decides with it from now on
 	g.invalidate()
 	if g.extAuthz != nil {
@@ -328,6 +356,66 @@ func (g *Gateway) Deploy(ctx context.Context, m *manifest.Manifest, hash string,
 	}
 	g.log.Info("deployed build", "revision", manifest.Short(hash), "project", m.Project, "agents", len(m.Agents),
 		"decision_cache", cache)
+	if previous != "" && previous != hash {
+		g.log.Info("build switched", "from", manifest.Short(previous), "to", manifest.Short(hash), "source", source)
+		if err := g.opts.Policy.RecordSwitch(ctx, previous, hash, source); err != nil {
+			g.log.Warn("the build switch is not in the decision log", "error", err)
+		}
+	}
+	return nil
+}
+
+// Problem is the last thing that went wrong getting a build since the build served was loaded
+// (/health's last_error): a refused build, or a bundle server that could not be polled.
+type Problem struct {
+	At     time.Time `json:"at"`
+	Build  string    `json:"build,omitempty"` // the refused build's hash, when known
+	Reason string    `json:"reason"`          // a bundlesource Reason, or "download"
+	Error  string    `json:"error"`
+}
+
+// refuse records a refused build and returns err.
+func (g *Gateway) refuse(ctx context.Context, hash string, err error) error {
+	reason := bundlesource.RefusalReason(err)
+	if reason == "" {
+		reason = bundlesource.ReasonUnreadable
+	}
+	if g.metrics != nil {
+		g.metrics.Reloads.WithLabelValues("rejected").Inc()
+		g.metrics.BundleRefused.WithLabelValues(reason).Inc()
+	}
+	g.problem.Store(&Problem{At: time.Now().UTC(), Build: hash, Reason: reason, Error: err.Error()})
+	g.log.ErrorContext(ctx, "refused a build; the last good one keeps serving", "build", manifest.Short(hash), "reason", reason,
+		"serving", manifest.Short(g.Revision()), "error", err)
+	if hash != "" {
+		return fmt.Errorf("deploy build %s: %w", manifest.Short(hash), err)
+	}
+	return fmt.Errorf("deploy bundle: %w", err)
+}
+
+// SourceFailed records that the bundle server could not be polled (the last good build keeps
+// serving): counted, logged, and shown by /health.
+func (g *Gateway) SourceFailed(ctx context.Context, source string, err error) {
+	if reason := bundlesource.RefusalReason(err); reason != "" {
+		g.refuse(ctx, "", err)
+		return
+	}
+	if g.metrics != nil {
+		g.metrics.BundleFailures.Inc()
+	}
+	g.problem.Store(&Problem{At: time.Now().UTC(), Reason: "download", Error: err.Error()})
+	g.log.WarnContext(ctx, "could not poll the bundle server; the last good build keeps serving", "source", source,
+		"serving", manifest.Short(g.Revision()), "error", err)
+}
+
+// LastProblem returns the last refusal or download failure (nil when there was none).
+func (g *Gateway) LastProblem() *Problem { return g.problem.Load() }
+
+// Manifest returns the deployed build's manifest (nil before the first deploy).
+func (g *Gateway) Manifest() *manifest.Manifest {
+	if s := g.state.Load(); s != nil {
+		return s.manifest
+	}
 	return nil
 }
 
@@ -458,14 +546,20 @@ func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
 	s := g.state.Load()
 	status := struct {
 		Status    string                 `json:"status"`
+		Ready     bool                   `json:"ready"`
 		Revision  string                 `json:"revision,omitempty"`
+		Loaded    *time.Time             `json:"loaded_at,omitempty"`
+		LastError *Problem               `json:"last_error,omitempty"`
 		Upstreams map[string]upstreamDoc `json:"upstreams"`
-	}{Status: "ok", Upstreams: map[string]upstreamDoc{}}
+	}{Status: "ok", Ready: true, Upstreams: map[string]upstreamDoc{}, LastError: g.problem.Load()}
 	code := http.StatusOK
 	if s == nil {
-		status.Status, code = "no build deployed", http.StatusServiceUnavailable
+		status.Status, status.Ready, code = "no build deployed", false, http.StatusServiceUnavailable
+		if p := status.LastError; p != nil {
+			status.Status = "no build deployed: " + p.Reason + ": " + p.Error
+		}
 	} else {
-		status.Revision = s.hash
+		status.Revision, status.Loaded = s.hash, &s.loaded
 	}
 	for ref, st := range g.pool.States() {
 		status.Upstreams[ref] = upstreamDoc{Up: st.Up, Restarts: st.Restarts, Error: st.LastError, Protocol: st.Protocol}

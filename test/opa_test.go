@@ -23,6 +23,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/policies/authz"
 )
 
@@ -320,4 +321,29 @@ func waitHTTP(t *testing.T, url string, logs fmt.Stringer) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("%s did not become ready:\n%s", url, logs.String())
+}
+
+// TestOPAEvalReadsTheManifest: the manifest travels in the bundle as data.lush.build.manifest,
+// and the real opa reads it back byte for byte: its SHA-256 is the bundle's revision.
+func TestOPAEvalReadsTheManifest(t *testing.T) {
+	opa := opaBinary(t)
+	path, res := buildQuickstart(t)
+	out, err := exec.Command(opa, "eval", "--bundle", path, "--format", "json", "data.lush.build.manifest").CombinedOutput()
+	if err != nil {
+		t.Fatalf("opa eval: %v\n%s", err, out)
+	}
+	var doc struct {
+		Result []struct {
+			Expressions []struct {
+				Value string `json:"value"`
+			} `json:"expressions"`
+		} `json:"result"`
+	}
+	if err := json.Unmarshal(out, &doc); err != nil || len(doc.Result) != 1 || len(doc.Result[0].Expressions) != 1 {
+		t.Fatalf("opa eval output: %v\n%s", err, out)
+	}
+	text := doc.Result[0].Expressions[0].Value
+	if got := manifest.Hash([]byte(text)); got != res.Hash || text != string(res.ManifestJSON) {
+		t.Errorf("the manifest opa reads hashes to %s, want the revision %s", got, res.Hash)
+	}
 }

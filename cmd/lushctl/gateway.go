@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/lush-agents/lush/compiler"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/manifest"
@@ -318,16 +320,39 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 }
 
 func newDeployCmd() *cobra.Command {
-	return &cobra.Command{
+	var to, resource, tokenFile, output string
+	cmd := &cobra.Command{
 		Use:   "deploy <hash> [dir]",
-		Short: "Make a kept build the one running gateways serve (and roll back)",
+		Short: "Make a kept build the one running gateways serve (and roll back), or publish it to replicas",
 		Long: `Deploy names a kept build (lushctl builds lists them) as the project's deployed build.
 Gateways serving the project pick it up within a second and swap it in atomically; calls in flight
-finish under the previous build. Deploying an older hash rolls back.`,
+finish under the previous build. Deploying an older hash rolls back.
+
+With --to, deploy publishes the build's OPA bundle (the manifest travels inside it) for replicas
+that serve from a bundle server (lushctl serve with LUSH_BUNDLE_SERVICE) instead:
+
+  --to <directory>   the bundle is written to <directory>/<resource> atomically (a temporary
+                     file, then a rename), for any static server (nginx, an S3 sync, a file server)
+  --to <http(s) URL> the bundle is uploaded with an HTTP PUT to that URL (the bundle's full URL),
+                     with the bearer token in --token-file, for bundle servers that accept uploads
+
+The replicas poll the server and switch within their polling interval; lushctl status --replicas
+shows when all of them run it. The local deployed build does not change.
+Exit codes: 0 published, 1 the publish failed, 2 usage (no such build, a bad flag).`,
 		Example: `  lushctl deploy 3fa9c1e2
-  lushctl deploy $(lushctl build -q) examples/quickstart`,
+  lushctl deploy $(lushctl build -q) examples/quickstart
+
+  # Publish to the directory a bundle server serves, then wait for the replicas
+  lushctl deploy 3fa9c1e2 --to /srv/bundles --resource bundles/quickstart.tar.gz
+  lushctl status --replicas http://10.0.0.5:8080,http://10.0.0.6:8080 --watch
+
+  # Upload to a bundle server that accepts PUT
+  lushctl deploy 3fa9c1e2 --to https://bundles.example.com/bundles/quickstart.tar.gz --token-file token.txt -o json`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			dir := "."
 			if len(a) > 1 {
 				dir = a[1]
@@ -337,6 +362,12 @@ finish under the previous build. Deploying an older hash rolls back.`,
 			if err != nil {
 				return usage("%v", err)
 			}
+			if to != "" {
+				return publish(cmd, store, hash, publishTarget{to: to, resource: resource, tokenFile: tokenFile, output: output})
+			}
+			if resource != "" || tokenFile != "" {
+				return usage("--resource and --token-file go with --to")
+			}
 			if err := store.Deploy(hash); err != nil {
 				var notFound *os.PathError
 				if errors.As(err, &notFound) {
@@ -344,8 +375,83 @@ finish under the previous build. Deploying an older hash rolls back.`,
 				}
 				return err
 			}
+			if output == "json" {
+				return writeJSON(cmd.OutOrStdout(), map[string]string{"hash": hash, "to": store.Path()})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s\n", hash)
 			return nil
 		},
 	}
+	fl := cmd.Flags()
+	fl.StringVar(&to, "to", "", "publish the bundle instead: a directory a bundle server serves, or an http(s) URL to PUT it to")
+	fl.StringVar(&resource, "resource", "", "with a --to directory: the bundle's path in it, as replicas' LUSH_BUNDLE_RESOURCE (default bundles/<project>.tar.gz)")
+	fl.StringVar(&tokenFile, "token-file", "", "with a --to URL: a file holding the bearer token of the upload")
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+// publishTarget is where deploy --to publishes a bundle.
+type publishTarget struct{ to, resource, tokenFile, output string }
+
+// publish puts a kept build's bundle where replicas' bundle server serves it.
+func publish(cmd *cobra.Command, store *buildstore.Store, hash string, t publishTarget) error {
+	m, bundle, err := store.Load(hash)
+	if err != nil {
+		return failed("%v", err)
+	}
+	if _, _, err := bundlesource.Unpack(bundle); err != nil {
+		return failed("build %s cannot be served by replicas: %v (run lushctl build again: bundles carry their manifest since this version)", manifest.Short(hash), err)
+	}
+	progress := cmd.ErrOrStderr()
+	if t.output != "json" {
+		progress = cmd.OutOrStdout()
+	}
+	res := struct {
+		Hash  string `json:"hash"`
+		To    string `json:"to"`
+		Path  string `json:"path,omitempty"`
+		Bytes int    `json:"bytes"`
+	}{Hash: hash, To: t.to, Bytes: len(bundle)}
+	if bundlesource.IsURL(t.to) {
+		if t.resource != "" {
+			return usage("--resource goes with a --to directory; with a URL, give the bundle's full URL")
+		}
+		token := ""
+		if t.tokenFile != "" {
+			b, err := os.ReadFile(t.tokenFile)
+			if err != nil {
+				return usage("--token-file: %v", err)
+			}
+			token = strings.TrimSpace(string(b))
+		}
+		fmt.Fprintf(progress, "publishing build %s of %s (%d bytes) to %s ...\n", manifest.Short(hash), m.Project, len(bundle), t.to)
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+		defer cancel()
+		if err := bundlesource.PublishHTTP(ctx, http.DefaultClient, t.to, bundle, token); err != nil {
+			return failed("%v", err)
+		}
+	} else {
+		if t.tokenFile != "" {
+			return usage("--token-file goes with a --to URL")
+		}
+		if strings.Contains(t.to, "://") {
+			return usage("--to %q: give a directory or an http(s):// URL", t.to)
+		}
+		if info, err := os.Stat(t.to); err != nil || !info.IsDir() {
+			return usage("--to %s: not a directory (create it, or give an http(s):// URL)", t.to)
+		}
+		resource := t.resource
+		if resource == "" {
+			resource = "bundles/" + m.Project + ".tar.gz"
+		}
+		fmt.Fprintf(progress, "publishing build %s of %s (%d bytes) to %s ...\n", manifest.Short(hash), m.Project, len(bundle), filepath.Join(t.to, resource))
+		if res.Path, err = bundlesource.PublishDir(t.to, resource, bundle); err != nil {
+			return failed("%v", err)
+		}
+	}
+	if t.output == "json" {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	fmt.Fprintf(progress, "published %s: replicas polling it switch within their polling interval (lushctl status --replicas ... --watch)\n", hash)
+	return nil
 }

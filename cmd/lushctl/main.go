@@ -100,7 +100,7 @@ Exit codes: 0 success, 1 failure found (build errors, failing tests, denied with
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usage("%v", err) })
-	root.AddCommand(newA2ACmd(), newAccessCmd(), newApprovalsCmd(), newAuditCmd(), newAuthCmd(), newBudgetCmd(), newBuildCmd(), newBuildsCmd(), newChatCmd(), newDeployCmd(), newGatewayCmd(), newGraphCmd(), newHealthCmd(), newLoopCmd(), newMCPCmd(), newMeshCmd(), newPolicyCmd(), newRunCmd(), newServeCmd(), newSkillsCmd(), newVersionCmd())
+	root.AddCommand(newA2ACmd(), newAccessCmd(), newApprovalsCmd(), newAuditCmd(), newAuthCmd(), newBudgetCmd(), newBuildCmd(), newBuildsCmd(), newChatCmd(), newDeployCmd(), newGatewayCmd(), newGraphCmd(), newHealthCmd(), newLoopCmd(), newMCPCmd(), newMeshCmd(), newPolicyCmd(), newRunCmd(), newServeCmd(), newSkillsCmd(), newStatusCmd(), newVersionCmd())
 	return root
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/tracestore"
 	"github.com/lush-agents/lush/scheduler"
@@ -124,7 +125,7 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	}
 	out := cmd.OutOrStdout()
 	return serveStack(ctx, st, serving{store: store, upstreamWait: defaultUpstreamWait, ready: f.ready, logger: logger,
-		announce: func(st *stack.Stack) { printStack(out, st, store, cfg, provider) },
+		announce: func(st *stack.Stack) { printStack(out, st, cfg, provider) },
 		extra:    func(ctx context.Context) { watchProject(ctx, dir, store, stderr, logger) }})
 }
 
@@ -139,9 +140,10 @@ const defaultUpstreamWait = 30 * time.Second
 // serving is how serveStack serves a stack.
 type serving struct {
 	store        *buildstore.Store
-	pinned       string        // a full hash to serve; "" follows the store's deployed build
-	upstreamWait time.Duration // wait up to this long for the MCP servers before announcing (0: do not)
-	ready        string        // a file to write the listening address to, once serving
+	pinned       string               // a full hash to serve; "" follows the store's deployed build
+	source       *bundlesource.Source // when set, builds come from a bundle server instead of the store
+	upstreamWait time.Duration        // wait up to this long for the MCP servers before announcing (0: do not)
+	ready        string               // a file to write the listening address to, once serving
 	announce     func(*stack.Stack)
 	extra        func(context.Context) // runs beside the server until it stops (the watcher)
 	logger       *slog.Logger
@@ -168,6 +170,10 @@ func serveStack(ctx context.Context, st *stack.Stack, s serving) (err error) {
 		if err := st.Deploy(ctx, m, s.pinned, bundle); err != nil {
 			return err
 		}
+	} else if s.source != nil {
+		// Until a good bundle arrives the process is not ready (/health 503, with the reason) and
+		// every call is denied; it keeps polling.
+		background.Go(func() { followBundles(ctx, st, s.source) })
 	} else {
 		background.Go(func() { followErr <- st.Gateway.Follow(ctx, s.store, gateway.DefaultFollowInterval) })
 	}
@@ -200,6 +206,19 @@ func serveStack(ctx context.Context, st *stack.Stack, s serving) (err error) {
 	}
 }
 
+// followBundles deploys each new bundle the source gets, until ctx ends. Refusals and failed
+// polls are the gateway's to count, log and show; the last good build keeps serving.
+func followBundles(ctx context.Context, st *stack.Stack, source *bundlesource.Source) {
+	url := source.URL()
+	source.Run(ctx, func(ctx context.Context, u bundlesource.Update) {
+		if u.Err != nil {
+			st.Gateway.SourceFailed(ctx, url, u.Err)
+			return
+		}
+		st.Gateway.DeployBundle(ctx, u.Bundle, url) // a refusal is recorded by the gateway
+	})
+}
+
 // stopper is what shutdown stops: a *stack.Stack.
 type stopper interface {
 	Shutdown(ctx context.Context) error
@@ -224,10 +243,9 @@ func shutdown(ctx context.Context, st stopper, grace time.Duration, logger *slog
 	}
 }
 
-func printStack(w io.Writer, st *stack.Stack, store *buildstore.Store, cfg gateway.Config, provider string) {
-	hash := st.Gateway.Revision()
-	m, _, err := store.Manifest(hash)
-	if err != nil {
+func printStack(w io.Writer, st *stack.Stack, cfg gateway.Config, provider string) {
+	hash, m := st.Gateway.Revision(), st.Gateway.Manifest()
+	if m == nil {
 		return
 	}
 	url := "http://" + st.Addr()

@@ -21,6 +21,7 @@ import (
 	"github.com/lush-agents/lush/cmd/lushctl/stack"
 	"github.com/lush-agents/lush/gateway"
 	"github.com/lush-agents/lush/internal/buildstore"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/identity"
 	"github.com/lush-agents/lush/internal/telemetry"
 	"github.com/lush-agents/lush/internal/tracestore"
@@ -44,6 +45,18 @@ agent in one process, with no file watcher. It is configured only by environment
   LUSH_PROJECT                  the project directory holding .lush/build (default .)
   LUSH_BUILD                    the build to serve (hash or prefix); default: the deployed one,
                                 followed as lushctl deploy changes it
+  LUSH_BUNDLE_SERVICE           serve the builds a bundle server serves instead (OPA's bundle
+                                protocol: ETag polling, jitter, long polling): its base URL
+  LUSH_BUNDLE_RESOURCE          the bundle's path on it (required with LUSH_BUNDLE_SERVICE), e.g.
+                                bundles/quickstart.tar.gz
+  LUSH_BUNDLE_TOKEN_FILE        a file holding a bearer token for the bundle server
+  LUSH_BUNDLE_VERIFY_KEY        a PEM public key (or HMAC secret) file every bundle must be signed
+                                with; LUSH_BUNDLE_VERIFY_KEY_ID (default "default") and
+                                LUSH_BUNDLE_VERIFY_ALG (default RS256) name the key and algorithm
+  LUSH_BUNDLE_POLL_MIN, LUSH_BUNDLE_POLL_MAX   delay between polls, jittered (default 10s, 20s)
+  LUSH_BUNDLE_LONG_POLL         ask the server to hold each poll up to this long (default off)
+  LUSH_INSTANCE                 this replica's name in the decision log (labels.id; default: the
+                                host name, which is the pod's name in Kubernetes)
   LUSH_CONFIG                   gateway config file: auth, credentials, upstreams (docs/gateway.md)
   LUSH_DECISION_LOG             decision log file (default <project>/.lush/decisions.db); its
                                 directory is the state directory, where the traces and the
@@ -92,6 +105,8 @@ type serveEnv struct {
 	key                                                ed25519.PrivateKey
 	logLevel                                           string
 	scheduler                                          *scheduler.Config
+	instance                                           string
+	bundles                                            *bundlesource.Config // nil: builds come from the project's store
 }
 
 func readServeEnv() (*serveEnv, error) {
@@ -162,6 +177,13 @@ func readServeEnv() (*serveEnv, error) {
 	if e.scheduler, err = schedulerFromEnv(state); err != nil {
 		return nil, err
 	}
+	e.instance = os.Getenv("LUSH_INSTANCE")
+	if e.bundles, err = bundlesFromEnv(&e.cfg); err != nil {
+		return nil, err
+	}
+	if e.bundles != nil && e.build != "" {
+		return nil, usage("LUSH_BUILD and LUSH_BUNDLE_SERVICE: set one (a kept build, or the builds a bundle server serves)")
+	}
 	if k := os.Getenv("LUSH_DELEGATION_KEY"); k != "" {
 		key, err := identity.LoadPrivateKey(k)
 		if err != nil {
@@ -183,6 +205,12 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return usage("LOG_LEVEL: %q is not debug, info, warn or error", e.logLevel)
 	}
 	store := buildstore.ForProject(e.project)
+	var source *bundlesource.Source
+	if e.bundles != nil {
+		if source, err = bundlesource.New(*e.bundles); err != nil {
+			return usage("LUSH_BUNDLE_*: %v", err)
+		}
+	}
 	pinned := ""
 	if e.build != "" {
 		if pinned, err = store.Resolve(e.build); err != nil {
@@ -209,7 +237,7 @@ func runServe(cmd *cobra.Command, _ []string) error {
 	}()
 	abs, _ := filepath.Abs(e.project)
 	scfg := stack.Config{ProjectDir: abs, Gateway: e.cfg, Agents: &e.agents, Model: mdl, DelegationKey: e.key,
-		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler, Audit: true, Builds: store}
+		Tracer: tp, Logger: logger, Version: buildVersion(), Scheduler: e.scheduler, Audit: true, Builds: store, Instance: e.instance}
 	if traces != nil { // TRACE_BACKEND=sqlite: the console's trace page reads it
 		scfg.TraceStore = traces
 	}
@@ -218,8 +246,13 @@ func runServe(cmd *cobra.Command, _ []string) error {
 		return err
 	}
 	out := cmd.OutOrStdout()
-	return serveStack(ctx, st, serving{store: store, pinned: pinned, upstreamWait: defaultUpstreamWait, logger: logger,
-		announce: func(st *stack.Stack) { printStack(out, st, store, e.cfg, provider) }})
+	return serveStack(ctx, st, serving{store: store, pinned: pinned, source: source, upstreamWait: defaultUpstreamWait, logger: logger,
+		announce: func(st *stack.Stack) {
+			printStack(out, st, e.cfg, provider)
+			if source != nil {
+				fmt.Fprintf(out, "  builds: from %s (lushctl deploy --to publishes them)\n", source.URL())
+			}
+		}})
 }
 
 // serveTracing builds the tracer provider TRACE_BACKEND names.
@@ -280,6 +313,53 @@ func schedulerFromEnv(state string) (*scheduler.Config, error) {
 		cfg.MaxRunning = n
 	}
 	return cfg, nil
+}
+
+// bundlesFromEnv reads the LUSH_BUNDLE_* variables: where builds come from (nil: the project's
+// store) and the key they must be signed with (into cfg.Bundles, which the gateway verifies with).
+func bundlesFromEnv(cfg *gateway.Config) (*bundlesource.Config, error) {
+	if key := os.Getenv("LUSH_BUNDLE_VERIFY_KEY"); key != "" {
+		if _, err := os.Stat(key); err != nil {
+			return nil, usage("LUSH_BUNDLE_VERIFY_KEY: %v", err)
+		}
+		cfg.Bundles.VerificationKey = key
+		cfg.Bundles.KeyID = envOr("LUSH_BUNDLE_VERIFY_KEY_ID", firstNonEmpty(cfg.Bundles.KeyID, "default"))
+		cfg.Bundles.Algorithm = envOr("LUSH_BUNDLE_VERIFY_ALG", firstNonEmpty(cfg.Bundles.Algorithm, "RS256"))
+	}
+	service := os.Getenv("LUSH_BUNDLE_SERVICE")
+	if service == "" {
+		for _, v := range []string{"LUSH_BUNDLE_RESOURCE", "LUSH_BUNDLE_TOKEN_FILE", "LUSH_BUNDLE_POLL_MIN", "LUSH_BUNDLE_POLL_MAX", "LUSH_BUNDLE_LONG_POLL"} {
+			if os.Getenv(v) != "" {
+				return nil, usage("%s is set but LUSH_BUNDLE_SERVICE is not: set the bundle server's URL too", v)
+			}
+		}
+		return nil, nil
+	}
+	bc := &bundlesource.Config{Service: service, Resource: os.Getenv("LUSH_BUNDLE_RESOURCE"), TokenFile: os.Getenv("LUSH_BUNDLE_TOKEN_FILE")}
+	if bc.Resource == "" {
+		return nil, usage("LUSH_BUNDLE_RESOURCE: required with LUSH_BUNDLE_SERVICE: the bundle's path on the server, e.g. bundles/app.tar.gz")
+	}
+	if bc.TokenFile != "" {
+		if _, err := os.Stat(bc.TokenFile); err != nil {
+			return nil, usage("LUSH_BUNDLE_TOKEN_FILE: %v", err)
+		}
+	}
+	for _, v := range []struct {
+		name string
+		dst  *time.Duration
+	}{{"LUSH_BUNDLE_POLL_MIN", &bc.PollMin}, {"LUSH_BUNDLE_POLL_MAX", &bc.PollMax}, {"LUSH_BUNDLE_LONG_POLL", &bc.LongPoll}} {
+		if s := os.Getenv(v.name); s != "" {
+			d, err := time.ParseDuration(s)
+			if err != nil || d < time.Second || d%time.Second != 0 {
+				return nil, usage("%s: %q is not a whole number of seconds like 10s (at least 1s)", v.name, s)
+			}
+			*v.dst = d
+		}
+	}
+	if err := bc.Validate(); err != nil {
+		return nil, usage("LUSH_BUNDLE_*: %v", err)
+	}
+	return bc, nil
 }
 
 func envOr(name, def string) string {

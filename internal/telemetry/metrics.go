@@ -27,6 +27,10 @@ type Metrics struct {
 	Reloads          *prometheus.CounterVec   // lush_bundle_reloads_total{result}
 	Revision         *prometheus.GaugeVec     // lush_bundle_revision_info{revision}
 	DeclaredTools    *prometheus.GaugeVec     // lush_agent_tool_declared{agent,tool,access}
+	BuildInfo        *prometheus.GaugeVec     // lush_build_info{revision}
+	BuildLoaded      prometheus.Gauge         // lush_build_loaded_timestamp_seconds
+	BundleRefused    *prometheus.CounterVec   // lush_bundle_refused_total{reason}
+	BundleFailures   prometheus.Counter       // lush_bundle_download_failures_total
 
 	Invocations       *prometheus.CounterVec   // lush_agent_invocations_total{agent,status}
 	InvocationLatency *prometheus.HistogramVec // lush_agent_invocation_duration_seconds{agent}
@@ -70,6 +74,15 @@ func NewMetrics() *Metrics {
 		DeclaredTools: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_agent_tool_declared",
 			Help: "Tools the served build lets each agent use (value 1), by access: with lush_decisions_total, the declared tools that go unused."},
 			[]string{"agent", "tool", "access"}),
+		BuildInfo: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "lush_build_info",
+			Help: "The build this replica serves (value 1): during a rollout, count replicas by revision."}, []string{"revision"}),
+		BuildLoaded: prometheus.NewGauge(prometheus.GaugeOpts{Name: "lush_build_loaded_timestamp_seconds",
+			Help: "When the build this replica serves was swapped in (Unix time)."}),
+		BundleRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_bundle_refused_total",
+			Help: "Builds refused (the last good one kept serving), by reason (unreadable, manifest_missing, manifest_mismatch, signature, compile)."},
+			[]string{"reason"}),
+		BundleFailures: prometheus.NewCounter(prometheus.CounterOpts{Name: "lush_bundle_download_failures_total",
+			Help: "Polls of the bundle server (LUSH_BUNDLE_SERVICE) that failed: unreachable, or an HTTP error."}),
 		Invocations: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "lush_agent_invocations_total",
 			Help: "Agent invocations, by agent and status (ok, error, timeout, cancelled, max_turns, denied)."}, []string{"agent", "status"}),
 		InvocationLatency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "lush_agent_invocation_duration_seconds",
@@ -93,7 +106,7 @@ func NewMetrics() *Metrics {
 			[]string{"method", "reason"}),
 	}
 	r.MustRegister(m.Decisions, m.Stubs, m.DecisionLatency, m.UpstreamLatency, m.LogWriteFailures,
-		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.DeclaredTools, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
+		m.UpstreamRestarts, m.UpstreamUp, m.Reloads, m.Revision, m.DeclaredTools, m.BuildInfo, m.BuildLoaded, m.BundleRefused, m.BundleFailures, m.Invocations, m.InvocationLatency, m.Tokens, m.AgentToolCalls,
 		m.LoopFirings, m.LoopLag, m.Approvals, m.AuthFailures,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -119,4 +132,7 @@ func (m *Metrics) SetDeclaredTools(tools []DeclaredTool) {
 func (m *Metrics) SetRevision(rev string) {
 	m.Revision.Reset()
 	m.Revision.WithLabelValues(rev).Set(1)
+	m.BuildInfo.Reset()
+	m.BuildInfo.WithLabelValues(rev).Set(1)
+	m.BuildLoaded.SetToCurrentTime()
 }
