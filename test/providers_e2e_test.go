@@ -244,6 +244,18 @@ func TestSameConversationOnEveryProvider(t *testing.T) {
 			if fmt.Sprint(tokens) != fmt.Sprint(wantTokens) {
 				t.Errorf("tokens recorded: %v, want %v", tokens, wantTokens)
 			}
+			// A key removed from the broker is missed at the next request, without a restart: the
+			// invocation fails saying where to put it.
+			for _, k := range run.keys {
+				addr, _, _ := strings.Cut(k, "=")
+				if out, err := exec.Command(lushctlBin, "auth", "remove", addr, "-C", dir).CombinedOutput(); err != nil {
+					t.Fatalf("auth remove %s: %v\n%s", addr, err, out)
+				}
+				code, res := chatHTTP(t, base+"/agents/researcher/chat", aliceKey, "Q3?")
+				if msg, _ := res["error"].(string); code != 502 || res["status"] != "error" || !strings.Contains(msg, "lushctl auth add "+addr) {
+					t.Errorf("chat without the key: %d %v", code, res)
+				}
+			}
 			if code := proc.stop(t); code != 0 {
 				t.Errorf("run exited %d", code)
 			}
