@@ -53,7 +53,9 @@ type Config struct {
 	// a local stand-in; requests go to <BaseURL>/v1/messages.
 	BaseURL string
 	// Key returns the API key; it is called for every request and its
-	// result is never logged nor put in an error. Required.
+	// result is never logged nor put in an error. Required. An empty key
+	// sends none, for a proxy at BaseURL that adds its own; without a
+	// BaseURL it is an error.
 	Key func(context.Context) (string, error)
 	// HTTPClient sends the requests; nil is http.DefaultClient.
 	HTTPClient *http.Client
@@ -77,6 +79,7 @@ type Model struct {
 	client    anthropic.Client
 	key       func(context.Context) (string, error)
 	maxTokens int
+	proxied   bool // a BaseURL is set: an empty key sends none
 }
 
 var _ model.Model = (*Model)(nil)
@@ -122,7 +125,7 @@ func New(ctx context.Context, c Config) (*Model, error) {
 	if maxTokens == 0 {
 		maxTokens = DefaultMaxTokens
 	}
-	return &Model{client: anthropic.NewClient(opts...), key: c.Key, maxTokens: maxTokens}, nil
+	return &Model{client: anthropic.NewClient(opts...), key: c.Key, maxTokens: maxTokens, proxied: c.BaseURL != ""}, nil
 }
 
 // Generate implements model.Model. With onText set it streams, passing each
@@ -140,10 +143,13 @@ func (m *Model) Generate(ctx context.Context, req model.Request, onText func(str
 	if err != nil {
 		return nil, fmt.Errorf("anthropic generate: getting the API key: %w", err)
 	}
-	if key == "" {
-		return nil, errors.New("anthropic generate: the credential broker gave an empty API key")
+	var withKey option.RequestOption = option.WithHeaderDel("x-api-key")
+	switch {
+	case key != "":
+		withKey = option.WithHeader("x-api-key", key)
+	case !m.proxied:
+		return nil, errors.New("anthropic generate: the API key is empty: api.anthropic.com needs one")
 	}
-	withKey := option.WithHeader("x-api-key", key)
 
 	if onText == nil {
 		msg, err := m.client.Messages.New(ctx, params, withKey)

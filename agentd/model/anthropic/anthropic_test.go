@@ -580,11 +580,11 @@ func TestKeyErrors(t *testing.T) {
 		want string
 	}{
 		{"broker fails", func(context.Context) (string, error) { return "", brokerErr }, "getting the API key: vault: permission denied"},
-		{"empty key", staticKey(""), "empty API key"},
+		{"empty key for api.anthropic.com", staticKey(""), "the API key is empty"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m, err := New(t.Context(), Config{BaseURL: s.URL(), Key: tt.key})
+			m, err := New(t.Context(), Config{Key: tt.key})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -596,6 +596,17 @@ func TestKeyErrors(t *testing.T) {
 	}
 	if n := len(s.Requests()); n != 0 {
 		t.Errorf("%d requests reached the server without a key", n)
+	}
+
+	// At a base URL of its own (a proxy that adds the key), an empty key sends none.
+	m, err := New(t.Context(), Config{BaseURL: s.URL(), Key: staticKey(""), MaxRetries: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.Generate(t.Context(), model.Request{Model: testModel, Messages: []model.Message{userText("hi")}}, nil)
+	var me *model.Error
+	if !errors.As(err, &me) || me.Status != 401 || !strings.Contains(me.Message, "x-api-key header is required") {
+		t.Errorf("error = %v, want the server's 401 for a request without a key", err)
 	}
 }
 
