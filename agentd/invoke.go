@@ -145,7 +145,7 @@ func (s *Server) Invoke(ctx context.Context, inv Invocation) (*Result, error) {
 	}
 	loopCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	err := s.run(loopCtx, a.Name, a.Model, a.Prompt, chain, inv, res)
+	err := s.run(loopCtx, model.Request{Model: a.Model, Agent: a.Name, System: a.Prompt, Project: st.manifest.Project, Target: a.ModelTarget}, chain, inv, res)
 	res.Status, res.Error = statusOf(ctx, loopCtx, err, s.cfg)
 	latency := time.Since(start)
 
@@ -188,8 +188,10 @@ func chainFor(c identity.Caller, agent string) []string {
 var errMaxTurns = errors.New("turn limit reached")
 
 // run is the tool loop: ask the model, run the tools it calls through the gateway, send the
-// results back, until it answers without calling a tool.
-func (s *Server) run(ctx context.Context, agent, modelName, system string, chain []string, inv Invocation, res *Result) error {
+// results back, until it answers without calling a tool. base is the agent's request: its model,
+// where the model runs, and the system instruction.
+func (s *Server) run(ctx context.Context, base model.Request, chain []string, inv Invocation, res *Result) error {
+	agent := base.Agent
 	box, err := s.openToolbox(ctx, agent, inv.Caller, chain)
 	if err != nil {
 		return err
@@ -203,9 +205,11 @@ func (s *Server) run(ctx context.Context, agent, modelName, system string, chain
 	defer func() { res.History = msgs }()
 	for res.Turns < s.cfg.MaxTurns {
 		res.Turns++
-		resp, err := s.opts.Model.Generate(ctx, model.Request{Model: modelName, Agent: agent, System: system, Messages: msgs, Tools: box.tools}, onText)
+		req := base
+		req.Messages, req.Tools = msgs, box.tools
+		resp, err := s.opts.Model.Generate(ctx, req, onText)
 		if err != nil {
-			return fmt.Errorf("model %s: %w", modelName, err)
+			return fmt.Errorf("model %s: %w", base.Model, err)
 		}
 		res.Usage = res.Usage.Add(resp.Usage)
 		msgs = append(msgs, model.Message{Role: model.RoleModel, Parts: resp.Parts})

@@ -114,7 +114,7 @@ func (b *build) manifest() *manifest.Manifest {
 	usedSkills := map[string]*skills.Skill{}
 	for _, name := range b.agentNames() {
 		a := b.agents[name]
-		ma := manifest.Agent{Name: name, Model: a.Model.Value, Description: a.Description.Value, Prompt: composePrompt(a.Description.Value, b.skills[name]),
+		ma := manifest.Agent{Name: name, Model: a.Model.Value, ModelTarget: b.targets[name], Description: a.Description.Value, Prompt: composePrompt(a.Description.Value, b.skills[name]),
 			Skills: []string{}, Tools: []manifest.AllowedTool{}}
 		for _, sk := range b.skills[name] {
 			ma.Skills = append(ma.Skills, sk.Ref.String())

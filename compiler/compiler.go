@@ -17,9 +17,7 @@ package compiler
 
 import (
 	"context"
-	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/lush-agents/lush/compiler/skills"
@@ -27,13 +25,6 @@ import (
 	"github.com/lush-agents/lush/internal/diag"
 	"github.com/lush-agents/lush/internal/manifest"
 )
-
-// DefaultModels are the models a project may use when lush.yaml does not list its own.
-var DefaultModels = []string{
-	"gemini-2.0-flash", "gemini-2.0-flash-lite",
-	"gemini-2.5-flash", "gemini-2.5-flash-lite", "gemini-2.5-pro",
-	"gemini-3-flash-preview", "gemini-3-pro-preview",
-}
 
 // DefaultMaxCallDepth bounds agent call chains unless lush.yaml says otherwise (seed 002).
 const DefaultMaxCallDepth = 5
@@ -138,6 +129,8 @@ type build struct {
 	tools  map[string]*toolInfo       // every tool ref some agent allowlists
 	skills map[string][]*skills.Skill // agent -> its skills, in spec order
 	policy *policyModules
+
+	targets map[string]manifest.ModelTarget // agent -> where its model runs (models.go)
 }
 
 func (b *build) run() {
@@ -189,27 +182,4 @@ func (b *build) agentNames() []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-func (b *build) checkModels() {
-	known := DefaultModels
-	where := "set models: in lush.yaml to allow others"
-	if len(b.cfg.Models) > 0 {
-		known = nil
-		for _, m := range b.cfg.Models {
-			known = append(known, m.Value)
-		}
-		where = "add it to models: in lush.yaml"
-	}
-	for _, name := range b.agentNames() {
-		m := b.agents[name].Model
-		if !m.Set() || slices.Contains(known, m.Value) {
-			continue
-		}
-		hint := fmt.Sprintf("known models: %s (%s)", strings.Join(known, ", "), where)
-		if c := diag.DidYouMean(m.Value, known); c != "" {
-			hint = c + " " + hint
-		}
-		b.l.ErrorHint(m.Pos, "unknown-model", hint, "unknown model %q", m.Value)
-	}
 }

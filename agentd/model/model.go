@@ -1,15 +1,19 @@
 // Package model is agentd's view of a language model: one request (a system instruction, the
 // conversation so far, and the tools the model may call) gets one response (text and tool calls,
 // with token counts), optionally streamed. Providers implement Model: Gemini through
-// google.golang.org/genai (package gemini), and an offline scripted provider for demos and tests
-// (package scripted). Another engine is added by implementing Model and naming it in agentd's
-// configuration; nothing else in agentd knows which provider runs.
+// google.golang.org/genai (package gemini), OpenAI and OpenAI-compatible servers through
+// github.com/openai/openai-go (package openai), and an offline scripted provider for demos and
+// tests (package scripted). A Router runs each request on the provider its Target names, so one
+// process runs agents on several providers; another engine is added by implementing Model and
+// registering a Factory for it with the Router. Nothing else in agentd knows which provider runs.
 package model
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
+
+	"github.com/lush-agents/lush/internal/manifest"
 )
 
 // Model generates the next model turn of a conversation.
@@ -28,12 +32,20 @@ const (
 
 // Request is one call to the model.
 type Request struct {
-	Model    string    // the model name from the agent spec, e.g. gemini-2.5-flash
-	Agent    string    // the agent this runs for (providers may use it: scripted picks its script)
+	Model   string // the model name from the agent spec, e.g. gemini-2.5-flash, openai/gpt-4.1 or fast
+	Agent   string // the agent this runs for (providers may use it: scripted picks its script)
+	Project string // the Lush project of the agent (where its keys are looked up)
+	// Target is where the model runs, as the build resolved Model: the provider, its model id,
+	// endpoint and key address. The Router hands a provider the request with Model set to
+	// Target.Model; a zero Target (a build from before targets were recorded) is Model on Gemini.
+	Target   Target
 	System   string    // the system instruction
 	Messages []Message // the conversation, oldest first
 	Tools    []Tool    // the tools the model may call
 }
+
+// Target is where a model runs (the manifest's record of it).
+type Target = manifest.ModelTarget
 
 // Message is one turn of a conversation.
 type Message struct {

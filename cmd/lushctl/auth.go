@@ -162,13 +162,24 @@ The type defaults to the one lush.yaml declares for the server and principal (mc
 
 The secret is read without echo from the terminal, or from standard input when it is not a
 terminal (one line; for several --env variables, one NAME=value line each). It is never taken
-from the command line, where other users and shell history could see it.`,
+from the command line, where other users and shell history could see it.
+
+A model provider's API key is stored at model://<provider> (or model://<credential> for a
+lush.yaml models: entry that names one), for serviceaccount:agentd; agents read it at their
+next request (docs/running.md#model-providers).`,
 		Example: `  lushctl auth add mcp://notes.example.com/mcp --type bearer
   printf '%s' "$NOTES_TOKEN" | lushctl auth add mcp://notes.example.com/mcp --principal user:bob
   lushctl auth add mcp://uvx/mcp-server-github --type env --env GITHUB_TOKEN
-  lushctl auth add mcp://tickets.example.com/mcp --type basic --username svc-tickets`,
+  lushctl auth add mcp://tickets.example.com/mcp --type basic --username svc-tickets
+  printf '%s' "$OPENAI_API_KEY" | lushctl auth add model://openai`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if isModelKey(a[0]) {
+				if err := modelKeyTarget(&f, a[0], typ, header, username, env); err != nil {
+					return err
+				}
+				return addModelKey(cmd, &f, a[0])
+			}
 			ref, who, err := f.target(a[0])
 			if err != nil {
 				return err
@@ -382,8 +393,12 @@ credentials.vault is configured, else from this file).`,
 			var rows []authRow
 			for _, e := range entries {
 				added := e.Added
+				d := detail(e.Credential)
+				if isModelKey(e.Tool) {
+					d = "model provider key"
+				}
 				rows = append(rows, authRow{Tool: e.Tool, Principal: e.Principal, Type: e.Credential.Type,
-					Detail: detail(e.Credential), Status: "configured", Added: &added})
+					Detail: d, Status: "configured", Added: &added})
 			}
 			for _, d := range decls {
 				if slices.ContainsFunc(entries, func(e vault.FileEntry) bool { return e.Tool == d.Tool.Value && e.Principal == d.Principal.Value }) {
@@ -494,9 +509,13 @@ the server's authorization server): the refresh token is revoked there first (RF
 the server offers revocation. A revocation that fails keeps the grant, so it can be retried.`,
 		Example: `  lushctl auth remove mcp://notes.example.com/mcp
   lushctl auth remove mcp://notes.example.com/mcp --principal serviceaccount:digest-bot
-  lushctl auth remove mcp://crm.example.com/mcp --principal user:alice --config gateway.yaml`,
+  lushctl auth remove mcp://crm.example.com/mcp --principal user:alice --config gateway.yaml
+  lushctl auth remove model://openai`,
 		Args: args(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, a []string) error {
+			if isModelKey(a[0]) {
+				return removeModelKey(cmd, &f, a[0])
+			}
 			ref, who, err := f.target(a[0])
 			if err != nil {
 				return err

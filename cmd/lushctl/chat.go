@@ -111,14 +111,15 @@ func runChat(cmd *cobra.Command, agent, dir string, f *chatFlags) error {
 		}
 		return usage("no agent %q in %s; agents: %s", agent, dir, strings.Join(names, ", "))
 	}
-	mdl, provider, err := newModel(ctx, f.model, dir)
-	if err != nil {
-		return err
-	}
 	cfg, err := loadGatewayConfig(f.config)
 	if err != nil {
 		return err
 	}
+	mdl, provider, closeModel, err := newModel(ctx, f.model, dir, cfg.Credentials)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
 	gf := gatewayFlags{liveWrites: f.liveWrites, decisionLog: f.decisionLog, nodePrefix: f.nodePrefix}
 	if err := gf.apply(&cfg, dir); err != nil {
 		return err

@@ -104,10 +104,11 @@ func runDev(cmd *cobra.Command, dir string, f *runFlags) error {
 	if err := f.apply(&cfg, dir); err != nil {
 		return err
 	}
-	mdl, provider, err := newModel(ctx, f.model, dir)
+	mdl, provider, closeModel, err := newModel(ctx, f.model, dir, cfg.Credentials)
 	if err != nil {
 		return err
 	}
+	defer closeModel()
 	store := buildstore.ForProject(dir)
 	if err := deployInitial(cmd, dir, store, &f.gatewayFlags); err != nil {
 		return err

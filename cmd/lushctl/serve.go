@@ -189,10 +189,11 @@ func runServe(cmd *cobra.Command, _ []string) error {
 			return usage("LUSH_BUILD: %v", err)
 		}
 	}
-	mdl, provider, err := newModel(ctx, e.model, e.project)
+	mdl, provider, closeModel, err := newModel(ctx, e.model, e.project, e.cfg.Credentials)
 	if err != nil {
 		return err
 	}
+	defer closeModel()
 	tp, traces, err := serveTracing(ctx, e)
 	if err != nil {
 		return err

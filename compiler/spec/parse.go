@@ -478,7 +478,7 @@ func ParseProjectConfig(file string, data []byte, l *diag.List) *ProjectConfig {
 				}
 			}
 		case "models":
-			p.Models = d.strs(v, "models")
+			d.models(v, p)
 		case "skills_dir":
 			p.SkillsDir, _ = d.str(v, "skills_dir")
 		case "service_accounts":

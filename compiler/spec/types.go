@@ -134,7 +134,8 @@ type ProjectConfig struct {
 	File            string
 	Pos             diag.Pos
 	Name            Scalar[string]   // project:
-	Models          []Scalar[string] // models: the known models (replaces the default list)
+	Models          []Scalar[string] // models: the known model names (replace the default lists)
+	ModelEntries    []ModelEntry     // models: table entries (models.go)
 	SkillsDir       Scalar[string]   // skills_dir: where skills are resolved (default "skills")
 	ServiceAccounts []ServiceAccount
 	Servers         []Server

@@ -173,12 +173,28 @@ type ServiceAccount struct {
 // Agent is a resolved agent spec.
 type Agent struct {
 	Name        string        `json:"name"`
-	Model       string        `json:"model"`
+	Model       string        `json:"model"`        // as the spec names it
+	ModelTarget ModelTarget   `json:"model_target"` // where the model runs, resolved by the build
 	Description string        `json:"description"`
 	Prompt      string        `json:"prompt"` // the system instruction: description, then skill fragments
 	Skills      []string      `json:"skills"`
 	Tools       []AllowedTool `json:"tools"`
 	ACL         []ACLEntry    `json:"acl"`
+}
+
+// ModelTarget is where an agent's model runs: the provider, the provider's model id, and (from a
+// lush.yaml models: entry) the endpoint and the broker address of the key. It never holds a
+// secret.
+type ModelTarget struct {
+	Provider string `json:"provider"`           // gemini, openai or anthropic
+	Model    string `json:"model"`              // the provider's model id
+	BaseURL  string `json:"base_url,omitempty"` // "" for the provider's own API
+	// Credential is the broker address of the API key (model://<name>); "" when the endpoint
+	// needs none (a local OpenAI-compatible server).
+	Credential   string `json:"credential,omitempty"`
+	Organization string `json:"organization,omitempty"` // openai: the OpenAI-Organization header
+	Project      string `json:"project,omitempty"`      // openai: the OpenAI-Project header
+	MaxTokens    int    `json:"max_tokens,omitempty"`   // anthropic: the max_tokens of each request
 }
 
 // AllowedTool is one entry of an agent's exhaustive allowlist.
