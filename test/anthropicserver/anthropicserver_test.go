@@ -258,3 +258,22 @@ func TestRouting(t *testing.T) {
 		t.Errorf("%d turns left", s.Remaining())
 	}
 }
+
+func TestCloseReleasesStall(t *testing.T) {
+	arrived := make(chan struct{})
+	s := New(testKey, WithResponder(func(Request) Turn {
+		close(arrived)
+		return Turn{Stall: true}
+	}))
+	client := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithBaseURL(s.URL()), option.WithAPIKey(testKey), option.WithMaxRetries(0))
+	errc := make(chan error, 1)
+	go func() {
+		_, err := client.Messages.New(t.Context(), params(anthropic.NewUserMessage(anthropic.NewTextBlock("go"))))
+		errc <- err
+	}()
+	<-arrived
+	s.Close() // must not wait for the stalled reply forever
+	if err := <-errc; err == nil {
+		t.Error("the stalled call succeeded after Close")
+	}
+}
