@@ -19,6 +19,7 @@ func TestRender(t *testing.T) {
 		{"kv/data/{principal_kind}/{principal_name}/{type}", notes, "user:alice@example.com", "kv/data/user/alice@example.com/bearer", ""},
 		{"secret/data/{server}", "mcp://npx/@acme/server-x#work", "user:a", "secret/data/npx/@acme/server-x_work", ""},
 		{"secret/data/{server}/x", "mcp://h:8080/p q", "user:a", "secret/data/h_8080/p_q/x", ""},
+		{vault.DefaultPath, "model://openai", "serviceaccount:agentd", "secret/data/lush/quickstart/model/openai/serviceaccount/agentd", ""},
 		{"database/creds/{principal_name}", notes, "user:..", "", "empty or relative segment"},
 		{"secret/{nope}", notes, "user:a", "", "unknown variable {nope}"},
 		{"secret/{principal", notes, "user:a", "", "unbalanced brace"},

@@ -57,13 +57,16 @@ func varList() string {
 
 // Render fills a path template. Values are made path-safe: characters other than letters,
 // digits and . _ @ / - become _ (so "mcp://npx/@acme/server#work" gives the server
-// "npx/@acme/server_work"). A result with an empty, "." or ".." segment is refused.
+// "npx/@acme/server_work", and the model key "model://openai" gives "model/openai"). A result with an empty, "." or ".." segment is refused.
 func Render(t string, to Target) (string, error) {
 	if err := CheckTemplate(t); err != nil {
 		return "", err
 	}
 	kind, name, _ := strings.Cut(to.Principal, ":")
 	server := strings.TrimPrefix(to.Tool, "mcp://")
+	if key, ok := strings.CutPrefix(to.Tool, "model://"); ok {
+		server = "model/" + key // a model provider's API key (docs/running.md#model-providers)
+	}
 	vals := map[string]string{
 		"project":        to.Project,
 		"server":         server,

@@ -47,8 +47,11 @@ project's compiled policy: every tool call goes through the gateway, is decided 
 decision log (<dir>/.lush/decisions.db), and writes are stubbed unless --live-writes says
 otherwise. Tool calls are shown as they happen.
 
-The model is Gemini (GOOGLE_API_KEY) or, offline, the scripted provider (--provider scripted),
-which replays <dir>/scripts/<agent>.yaml: for demos and tests, no model runs.
+The model runs on the provider the agent's model: names (Gemini for a bare name, openai/…,
+anthropic/…, or a lush.yaml models: entry, e.g. a local OpenAI-compatible server), with the key
+from lushctl auth add model://<provider> (or Vault), else GOOGLE_API_KEY, OPENAI_API_KEY or
+ANTHROPIC_API_KEY. Offline, the scripted provider (--provider scripted) replays
+<dir>/scripts/<agent>.yaml: for demos and tests, no model runs.
 
 In an interactive session, /exit (or Ctrl-D) ends it and /reset starts a new conversation.`,
 		Example: `  # Offline, with the quickstart's scripted model turns
@@ -84,7 +87,7 @@ func agentFlags(fl interface {
 	IntVar(*int, string, int, string)
 	DurationVar(*time.Duration, string, time.Duration, string)
 }, m *modelConfig, maxTurns *int, timeout *time.Duration) {
-	fl.StringVar(&m.provider, "provider", os.Getenv("LUSH_MODEL_PROVIDER"), "model provider: gemini (GOOGLE_API_KEY) or scripted (offline replay); default gemini when GOOGLE_API_KEY is set")
+	fl.StringVar(&m.provider, "provider", os.Getenv("LUSH_MODEL_PROVIDER"), "model provider: empty runs each agent on the provider its model names; gemini, openai (or anthropic) runs only that one's models; scripted replays scripts offline")
 	fl.StringVar(&m.scripts, "scripts", os.Getenv("LUSH_SCRIPTS"), "the scripted provider's directory of <agent>.yaml files (default <dir>/scripts)")
 	fl.IntVar(maxTurns, "max-turns", agentd.DefaultMaxTurns, "model turns per invocation before it stops")
 	fl.DurationVar(timeout, "timeout", agentd.DefaultTimeout, "wall-clock limit of one invocation")

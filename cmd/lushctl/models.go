@@ -14,6 +14,7 @@ import (
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/agentd/model/anthropic"
 	"github.com/lush-agents/lush/agentd/model/gemini"
+	"github.com/lush-agents/lush/agentd/model/openai"
 	"github.com/lush-agents/lush/agentd/model/scripted"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/internal/modelref"
@@ -32,6 +33,7 @@ type keyFunc = func(context.Context) (string, error)
 var providers = map[string]func(ctx context.Context, t model.Target, key keyFunc) (model.Model, error){
 	modelref.Gemini:    newGemini,
 	modelref.Anthropic: newAnthropic,
+	modelref.OpenAI:    newOpenAI,
 }
 
 // modelConfig chooses and configures the model provider.
@@ -192,4 +194,14 @@ func (r *rekeyed) Generate(ctx context.Context, req model.Request, onText func(s
 	m := r.m
 	r.mu.Unlock()
 	return m.Generate(ctx, req, onText)
+}
+
+// newOpenAI runs a target on OpenAI's chat completions API, or on the OpenAI-compatible server at
+// its base URL; without one, at LUSH_OPENAI_BASE_URL (a proxy or a local stand-in), else OpenAI's.
+func newOpenAI(ctx context.Context, t model.Target, key keyFunc) (model.Model, error) {
+	base := t.BaseURL
+	if base == "" {
+		base = os.Getenv("LUSH_OPENAI_BASE_URL")
+	}
+	return openai.New(ctx, openai.Config{BaseURL: base, Key: key, Organization: t.Organization, Project: t.Project})
 }

@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/lush-agents/lush/agentd/model"
 	"github.com/lush-agents/lush/internal/modelref"
+	"github.com/lush-agents/lush/test/vaultserver"
 	"github.com/lush-agents/lush/vault"
 )
 
@@ -149,5 +151,36 @@ func TestNewModel(t *testing.T) {
 				t.Errorf("desc = %q, want %q", desc, tt.want)
 			}
 		})
+	}
+}
+
+// TestModelKeysFromVault: with credentials.vault configured, a model key is read from Vault at
+// the path template's path for model/<name> and serviceaccount:agentd (the local file is not
+// asked); a missing one says which vault command writes it.
+func TestModelKeysFromVault(t *testing.T) {
+	srv := vaultserver.Start(t)
+	const key = "sk-from-vault-42a1b2c3"
+	c := srv.Client(t, srv.RootToken())
+	if _, err := c.Logical().Write("secret/data/lush/quickstart/model/openai/serviceaccount/agentd", map[string]any{"data": map[string]any{"key": key}}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(srv.RootToken()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	broker, err := vault.New(vault.Config{File: filepath.Join(dir, vault.LocalFile), Vault: &vault.VaultConfig{Address: srv.Addr(), Auth: vault.VaultAuth{TokenFile: tokenFile}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(broker.Close)
+	keys := &modelKeys{broker: broker, getenv: func(string) string { return "" }}
+	got, err := keys.key("quickstart", model.Target{Provider: "openai", Credential: "model://openai"})(t.Context())
+	if err != nil || got != key {
+		t.Fatalf("key = %q, %v; want the one in Vault", got, err)
+	}
+	_, err = keys.key("quickstart", model.Target{Provider: "openai", Credential: "model://work"})(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "vault kv put -mount=secret lush/quickstart/model/work/serviceaccount/agentd key=…") {
+		t.Errorf("missing key in Vault: %v", err)
 	}
 }

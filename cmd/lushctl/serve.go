@@ -38,7 +38,8 @@ agent in one process, with no file watcher. It is configured only by environment
   PORT                          listen port (default 8080; all interfaces)
   LUSH_LISTEN_HOST              listen on this address only (e.g. 127.0.0.1) instead of all
   LOG_LEVEL                     debug, info, warn, error (default info)
-  GOOGLE_API_KEY                Gemini API key (the model provider)
+  GOOGLE_API_KEY                Gemini API key, when the credential broker has none for
+                                model://gemini (likewise OPENAI_API_KEY, ANTHROPIC_API_KEY)
   OTEL_EXPORTER_OTLP_ENDPOINT   OpenTelemetry collector (with TRACE_BACKEND=otlp)
   TRACE_BACKEND                 sqlite (default), otlp or none
   LUSH_PROJECT                  the project directory holding .lush/build (default .)
@@ -59,7 +60,8 @@ agent in one process, with no file watcher. It is configured only by environment
                                 127.0.0.1:9191 (LUSH_CONFIG's ext_authz: section sets the rest)
   LUSH_EXT_AUTHZ_SOCKET         ... and/or on this Unix socket
   LUSH_ENVIRONMENT              input.environment of the policy (default production)
-  LUSH_MODEL_PROVIDER           gemini (default) or scripted; LUSH_SCRIPTS for the scripted one
+  LUSH_MODEL_PROVIDER           empty (default: each agent on the provider its model names), a
+                                provider (only its models run) or scripted (LUSH_SCRIPTS)
   LUSH_MAX_TURNS, LUSH_TIMEOUT  agent loop limits (default 12 turns, 5m)
   LUSH_SCHEDULER_DB             the loop scheduler's store: a SQLite file (default
                                 <state directory>/scheduler.db), a postgres:// URL shared by
