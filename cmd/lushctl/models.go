@@ -48,8 +48,8 @@ type modelConfig struct {
 // Keys are looked up per request: in the credential broker that creds configures (the local file
 // <project>/.lush/credentials.local by default, Vault when configured) at model://<name> for
 // modelref.KeyPrincipal, then, for a provider's default key, in its environment variable
-// (GOOGLE_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY). close releases the broker.
-func newModel(ctx context.Context, c modelConfig, projectDir string, creds vault.Config) (m model.Model, desc string, close func(), err error) {
+// (GOOGLE_API_KEY, OPENAI_API_KEY, ANTHROPIC_API_KEY). release closes the broker.
+func newModel(ctx context.Context, c modelConfig, projectDir string, creds vault.Config) (m model.Model, desc string, release func(), err error) {
 	if c.provider == providerScripted {
 		dir := c.scripts
 		if dir == "" {
