@@ -83,7 +83,8 @@ var toolNameRules = map[string]struct {
 	valid *regexp.Regexp
 	says  string
 }{
-	modelref.OpenAI: {regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`), "OpenAI accepts tool names of letters, digits, '_' and '-' only"},
+	modelref.OpenAI:    {regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`), "OpenAI accepts tool names of letters, digits, '_' and '-' only"},
+	modelref.Anthropic: {regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`), "Anthropic accepts tool names of letters, digits, '_' and '-' only"},
 }
 
 // checkToolNames reports the MCP tools an agent names (an allowlist entry's tools:) that its

@@ -64,6 +64,7 @@ func TestModels(t *testing.T) {
 		{"entry-credential-of-other-provider", "fast", "models:\n  - name: fast\n    provider: openai\n    model: gpt-4.1\n    credential: anthropic\n", nil},
 		{"entry-duplicate", "fast", "models:\n  - name: fast\n    provider: openai\n    model: gpt-4.1\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n", nil},
 		{"tool-name-openai", "openai/gpt-4.1", "", nil},
+		{"tool-name-anthropic", "fast", "models:\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n", nil},
 		{"entry-bad-name", "Fast/1", "models:\n  - name: Fast/1\n    provider: openai\n    model: gpt-4.1\n", nil},
 	}
 	for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lush-agents/lush/test/anthropicserver"
 	"github.com/lush-agents/lush/test/geminiserver"
 	"github.com/lush-agents/lush/test/openaiserver"
 )
@@ -145,6 +146,48 @@ var providers = []struct {
 						o++
 						if m := req.Messages[len(req.Messages)-1]; m.Role == "tool" {
 							results = append(results, string(m.Content))
+						}
+					case researcherPrompt:
+						r++
+					}
+				}
+				return o, r, results
+			},
+			secrets: []string{key},
+		}
+	}},
+	{"anthropic", func(t *testing.T) providerRun {
+		const key = "sk-ant-e2e-anthropic-key-0123456789"
+		srv := anthropicserver.New(key, anthropicserver.WithRouter(anthropicserver.RouteBySystemPrefix(orchestratorPrompt, researcherPrompt)))
+		t.Cleanup(srv.Close)
+		push := func(queue string, turns []scriptedTurn) {
+			for _, st := range turns {
+				// A quarter of the prompt read from the cache: Lush counts it as input.
+				at := anthropicserver.Turn{Text: st.text, Usage: anthropicserver.Usage{Input: st.input - st.input/4, CacheRead: st.input / 4, Output: st.output}}
+				for _, c := range st.calls {
+					at.Calls = append(at.Calls, anthropicserver.Call{ID: "toolu_" + c.id, Name: c.name, Input: c.args})
+				}
+				srv.PushFor(queue, at)
+			}
+		}
+		push(orchestratorPrompt, orchestratorTurns)
+		push(researcherPrompt, researcherTurns)
+		return providerRun{
+			// lush.yaml maps the specs' model name to Anthropic at the stand-in, with max_tokens;
+			// the key comes from the credential broker (the local file).
+			models: fmt.Sprintf("models:\n  - gemini-2.5-flash-lite\n  - name: gemini-2.5-flash\n    provider: anthropic\n    model: claude-sonnet-4-5\n    base_url: %s\n    credential: anthropic\n    max_tokens: 2048\n", srv.URL()),
+			keys:   []string{"model://anthropic=" + key},
+			env:    []string{"ANTHROPIC_API_KEY=", "GOOGLE_API_KEY="},
+			seen: func() (o, r int, results []string) {
+				for _, req := range srv.Requests() {
+					if req.Header.Get("x-api-key") != key || req.Model != "claude-sonnet-4-5" || req.MaxTokens != 2048 {
+						t.Errorf("request to %s with max_tokens %d, the key in x-api-key: %v", req.Model, req.MaxTokens, req.Header.Get("x-api-key") == key)
+					}
+					switch req.Queue {
+					case orchestratorPrompt:
+						o++
+						for _, b := range req.LastToolResults() {
+							results = append(results, b.ResultText())
 						}
 					case researcherPrompt:
 						r++

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/lush-agents/lush/agentd/model"
+	"github.com/lush-agents/lush/agentd/model/anthropic"
 	"github.com/lush-agents/lush/agentd/model/gemini"
 	"github.com/lush-agents/lush/agentd/model/openai"
 	"github.com/lush-agents/lush/agentd/model/scripted"
@@ -30,8 +31,9 @@ type keyFunc = func(context.Context) (string, error)
 // Model that serves a target, asking key for the API key on every request (so that a rotated
 // secret is picked up). Another provider is one more row.
 var providers = map[string]func(ctx context.Context, t model.Target, key keyFunc) (model.Model, error){
-	modelref.Gemini: newGemini,
-	modelref.OpenAI: newOpenAI,
+	modelref.Gemini:    newGemini,
+	modelref.Anthropic: newAnthropic,
+	modelref.OpenAI:    newOpenAI,
 }
 
 // modelConfig chooses and configures the model provider.
@@ -150,6 +152,18 @@ func newGemini(ctx context.Context, t model.Target, key keyFunc) (model.Model, e
 	return &rekeyed{key: key, make: func(ctx context.Context, k string) (model.Model, error) {
 		return gemini.New(ctx, gemini.Config{APIKey: k, BaseURL: base})
 	}}, nil
+}
+
+// newAnthropic runs a target on Anthropic. Its base URL is the target's, else
+// LUSH_ANTHROPIC_BASE_URL (a proxy or a local stand-in of the API), else Anthropic's; max_tokens is
+// the target's (a lush.yaml models: entry's max_tokens), else anthropic.DefaultMaxTokens. The
+// client asks key for the key on every request.
+func newAnthropic(ctx context.Context, t model.Target, key keyFunc) (model.Model, error) {
+	base := t.BaseURL
+	if base == "" {
+		base = os.Getenv("LUSH_ANTHROPIC_BASE_URL")
+	}
+	return anthropic.New(ctx, anthropic.Config{BaseURL: base, Key: key, MaxTokens: t.MaxTokens})
 }
 
 // rekeyed serves a provider whose client takes a fixed key: it makes the client with the key
