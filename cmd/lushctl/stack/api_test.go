@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,19 +240,40 @@ func (s slow) Generate(ctx context.Context, req model.Request, onText func(strin
 	return s.Model.Generate(ctx, req, onText)
 }
 
-// A client that goes away cancels the invocation.
+// blocking is a model whose turn lasts until its context ends; started is closed when the first
+// turn begins (the invocation was decided and runs).
+type blocking struct {
+	once    sync.Once
+	started chan struct{}
+}
+
+func (b *blocking) Generate(ctx context.Context, _ model.Request, _ func(string)) (*model.Response, error) {
+	b.once.Do(func() { close(b.started) })
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+
+// A client that goes away cancels the invocation: the client gives up once the model's turn has
+// begun, and the invocation's completion says cancelled.
 func TestClientCancellation(t *testing.T) {
-	dir := scripts(t, map[string]string{"researcher": "turns:\n" + strings.Repeat("  - calls: [{name: echo, args: {text: again}}]\n", 10)})
-	m, _ := scripted.New(dir)
-	h := start(t, harnessOpts{model: slow{m}})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	m := &blocking{started: make(chan struct{})}
+	h := start(t, harnessOpts{model: m})
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	go func() {
+		select {
+		case <-m.started:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	req, _ := http.NewRequestWithContext(ctx, "POST", h.st.URL()+"/agents/researcher/chat", strings.NewReader(`{"message":"x"}`))
 	req.Header.Set("X-API-Key", aliceKey)
 	if _, err := http.DefaultClient.Do(req); err == nil {
 		t.Fatal("the request should have been cancelled")
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	// The completion is written after the handler sees the cancellation: wait for it (bounded).
+	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		inv := find(h.decisions(), "agent/invoke", "researcher", "user:alice")
 		if len(inv) == 1 && inv[0].Completion != nil {
