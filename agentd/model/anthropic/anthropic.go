@@ -290,3 +290,11 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.cause }
+
+// toolNames is what the Messages API accepts as a tool name: ^[a-zA-Z0-9_-]{1,128}$.
+var toolNames = model.NameRule{Max: 128, Punct: "_-"}
+
+var _ model.ToolNamer = (*Model)(nil)
+
+// ToolNames implements model.ToolNamer.
+func (m *Model) ToolNames(context.Context, model.Request) model.NameRule { return toolNames }

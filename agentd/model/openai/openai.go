@@ -206,3 +206,11 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.cause }
+
+// toolNames is what OpenAI accepts as a function name: ^[a-zA-Z0-9_-]{1,64}$.
+var toolNames = model.NameRule{Max: 64, Punct: "_-"}
+
+var _ model.ToolNamer = (*Model)(nil)
+
+// ToolNames implements model.ToolNamer.
+func (m *Model) ToolNames(context.Context, model.Request) model.NameRule { return toolNames }
