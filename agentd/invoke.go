@@ -58,8 +58,9 @@ type Result struct {
 
 // ToolCall is one tool call the model made and how it ended.
 type ToolCall struct {
-	Name       string         `json:"name"`           // the tool's name as the model saw it
-	Tool       string         `json:"tool,omitempty"` // the tool reference, from the gateway's decision
+	Name       string         `json:"name"`               // the tool's name as the model saw it
+	MCPName    string         `json:"mcp_name,omitempty"` // the gateway's name of the tool, when the model saw another (one its provider accepts)
+	Tool       string         `json:"tool,omitempty"`     // the tool reference, from the gateway's decision
 	Arguments  map[string]any `json:"arguments,omitempty"`
 	Access     string         `json:"access,omitempty"`
 	Outcome    string         `json:"outcome,omitempty"` // the gateway's decision: allow, stub, deny, ...
@@ -192,7 +193,7 @@ var errMaxTurns = errors.New("turn limit reached")
 // where the model runs, and the system instruction.
 func (s *Server) run(ctx context.Context, base model.Request, chain []string, inv Invocation, res *Result) error {
 	agent := base.Agent
-	box, err := s.openToolbox(ctx, agent, inv.Caller, chain)
+	box, err := s.openToolbox(ctx, agent, inv.Caller, chain, model.ToolNamesOf(ctx, s.opts.Model, base))
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,13 +38,14 @@ type toolbox struct {
 	agent  string
 	cl     *client.Client
 	info   mcp.Implementation // agentd as the gateway's client
-	tools  []model.Tool
-	byName map[string]string // name offered to the model -> the gateway's tool name
+	tools  []model.Tool       // offered to the model, in the gateway's order
+	byName map[string]string  // name offered to the model -> the gateway's tool name
 	nextID atomic.Int64
 }
 
-// openToolbox connects to the gateway as the caller acting through agent, and lists the tools.
-func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.Caller, chain []string) (*toolbox, error) {
+// openToolbox connects to the gateway as the caller acting through agent, and lists the tools,
+// offered under names that names accepts (the rule of the provider the agent's model runs on).
+func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.Caller, chain []string, names model.NameRule) (*toolbox, error) {
 	tokens := &tokenSource{signer: s.opts.Signer, d: identity.Delegation{Principal: caller.ID, Groups: caller.Groups,
 		Agent: agent, Chain: chain, Hops: caller.Hops, TTL: tokenTTL, Subject: caller.Token}}
 	if _, err := tokens.token(); err != nil {
@@ -79,21 +79,21 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 		ClientInfo: info, Capabilities: agentCapabilities()}}); err != nil {
 		return nil, fmt.Errorf("connect to the gateway at %s: %w", url, err)
 	}
-	b := &toolbox{s: s, agent: agent, cl: cl, info: info, byName: map[string]string{}}
+	b := &toolbox{s: s, agent: agent, cl: cl, info: info}
 	req := mcp.ListToolsRequest{}
+	var listed []mcp.Tool
 	for range 100 {
 		page, err := cl.ListTools(ctx, req)
 		if err != nil {
 			return nil, fmt.Errorf("list the tools of agent %s at the gateway: %w", agent, err)
 		}
-		for _, t := range page.Tools {
-			b.add(t)
-		}
+		listed = append(listed, page.Tools...)
 		if page.NextCursor == "" {
 			break
 		}
 		req.Params.Cursor = page.NextCursor
 	}
+	b.offer(names, listed)
 	ok = true
 	return b, nil
 }
@@ -101,32 +101,26 @@ func (s *Server) openToolbox(ctx context.Context, agent string, caller identity.
 // Close ends the session.
 func (b *toolbox) Close() { b.cl.Close() }
 
-// invalidName matches what function-calling models refuse in a tool name.
-var invalidName = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
-
-// add offers a gateway tool to the model, under a name models accept (letters, digits, _ . -,
-// at most 64 characters, unique).
-func (b *toolbox) add(t mcp.Tool) {
-	name := invalidName.ReplaceAllString(t.Name, "_")
-	if name == "" || !(name[0] == '_' || name[0] >= 'A' && name[0] <= 'Z' || name[0] >= 'a' && name[0] <= 'z') {
-		name = "t_" + name
+// offer offers the gateway's tools to the model under names rule accepts (offerNames), and
+// keeps the map back to the gateway's names.
+func (b *toolbox) offer(rule model.NameRule, listed []mcp.Tool) {
+	names := make([]string, len(listed))
+	for i, t := range listed {
+		names[i] = t.Name
 	}
-	if len(name) > 64 {
-		name = name[:64]
-	}
-	for i := 2; ; i++ {
-		if _, taken := b.byName[name]; !taken {
-			break
+	b.tools, b.byName = make([]model.Tool, 0, len(listed)), make(map[string]string, len(listed))
+	for i, name := range offerNames(rule, names) {
+		if name == "" {
+			continue // listed twice
 		}
-		suffix := fmt.Sprintf("_%d", i)
-		name = name[:min(len(name), 64-len(suffix))] + suffix
+		t := listed[i]
+		b.byName[name] = t.Name
+		schema, _ := json.Marshal(t.InputSchema)
+		if len(t.RawInputSchema) > 0 {
+			schema = t.RawInputSchema
+		}
+		b.tools = append(b.tools, model.Tool{Name: name, Description: t.Description, InputSchema: schema})
 	}
-	b.byName[name] = t.Name
-	schema, _ := json.Marshal(t.InputSchema)
-	if len(t.RawInputSchema) > 0 {
-		schema = t.RawInputSchema
-	}
-	b.tools = append(b.tools, model.Tool{Name: name, Description: t.Description, InputSchema: schema})
 }
 
 // call runs one tool call through the gateway. Whatever happens (a denial, a stub, an unknown
@@ -144,6 +138,9 @@ func (b *toolbox) call(ctx context.Context, call *model.ToolCall) (ToolCall, *mo
 		tc.Error = fmt.Sprintf("there is no tool named %q; the tools are: %s", call.Name, strings.Join(names, ", "))
 		out.IsError, out.Output = true, errorOutput("unknown_tool", tc.Error, nil)
 		return tc, out
+	}
+	if real != call.Name {
+		tc.MCPName = real
 	}
 	ctx, span := b.s.tracer.Start(ctx, "tool "+call.Name, trace.WithSpanKind(trace.SpanKindClient),
 		trace.WithAttributes(attribute.String("lush.agent", b.agent), attribute.String("lush.tool.name", real)))

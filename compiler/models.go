@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -74,47 +73,11 @@ func (b *build) checkModels() {
 		}
 		b.targets[name] = manifest.ModelTarget{Provider: provider, Model: id, Credential: modelref.Credential(provider)}
 	}
-	b.checkToolNames()
 }
 
-// toolNameRules are what providers accept as a tool name, where it is narrower than what agentd
-// offers (letters, digits, '_', '.' and '-').
-var toolNameRules = map[string]struct {
-	valid *regexp.Regexp
-	says  string
-}{
-	modelref.OpenAI:    {regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`), "OpenAI accepts tool names of letters, digits, '_' and '-' only"},
-	modelref.Anthropic: {regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`), "Anthropic accepts tool names of letters, digits, '_' and '-' only"},
-}
-
-// checkToolNames reports the MCP tools an agent names (an allowlist entry's tools:) that its
-// model's provider cannot be offered: every request of the agent would fail. Tools the build
-// cannot know (a whole server's) are checked by the provider at run time.
-func (b *build) checkToolNames() {
-	for _, name := range b.agentNames() {
-		rule, ok := toolNameRules[b.targets[name].Provider]
-		if !ok {
-			continue
-		}
-		for _, e := range b.agents[name].Tools {
-			for _, nt := range e.Only {
-				// agentd offers a tool under its MCP name with characters other than letters,
-				// digits, '_', '.' and '-' made '_', cut to 64.
-				offered := invalidToolChars.ReplaceAllString(nt.Name.Value, "_")
-				if len(offered) > 64 {
-					offered = offered[:64]
-				}
-				if !rule.valid.MatchString(offered) {
-					b.l.ErrorHint(nt.Name.Pos, "tool-name", fmt.Sprintf("rename the tool at its MCP server, or run agent %s on another provider", name),
-						"tool %q cannot be offered to agent %s's model on %s: %s", nt.Name.Value, name, b.targets[name].Provider, rule.says)
-				}
-			}
-		}
-	}
-}
-
-// invalidToolChars are the characters agentd replaces in the tool names it offers models.
-var invalidToolChars = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
+// Tool names are not checked against the provider an agent's model runs on: agentd offers
+// every tool the gateway lists under a name the provider accepts, and maps the model's calls back
+// (agentd/toolnames.go), so no MCP tool name is one a provider cannot be offered.
 
 // modelEntries indexes lush.yaml's models: entries by name, reporting duplicates and entries
 // that would take another provider's key.

@@ -63,8 +63,10 @@ func TestModels(t *testing.T) {
 		{"entry-wrong-provider-fields", "fast", "models:\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n    organization: org-1\n  - name: slow\n    provider: openai\n    model: gpt-4.1\n    max_tokens: 100\n", nil},
 		{"entry-credential-of-other-provider", "fast", "models:\n  - name: fast\n    provider: openai\n    model: gpt-4.1\n    credential: anthropic\n", nil},
 		{"entry-duplicate", "fast", "models:\n  - name: fast\n    provider: openai\n    model: gpt-4.1\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n", nil},
-		{"tool-name-openai", "openai/gpt-4.1", "", nil},
-		{"tool-name-anthropic", "fast", "models:\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n", nil},
+		// A tool name a provider refuses (notes.search) builds: agentd offers it under one it accepts.
+		{"tool-name-openai", "openai/gpt-4.1", "", &manifest.ModelTarget{Provider: "openai", Model: "gpt-4.1", Credential: "model://openai"}},
+		{"tool-name-anthropic", "fast", "models:\n  - name: fast\n    provider: anthropic\n    model: claude-sonnet-4-5\n",
+			&manifest.ModelTarget{Provider: "anthropic", Model: "claude-sonnet-4-5", Credential: "model://anthropic"}},
 		{"entry-bad-name", "Fast/1", "models:\n  - name: Fast/1\n    provider: openai\n    model: gpt-4.1\n", nil},
 	}
 	for _, tt := range tests {
@@ -74,7 +76,7 @@ func TestModels(t *testing.T) {
 			if tt.model != "" {
 				setModel(dir, tt.model)
 			}
-			if strings.HasPrefix(tt.name, "tool-name") { // a named tool OpenAI cannot be offered
+			if strings.HasPrefix(tt.name, "tool-name") { // a named tool OpenAI and Anthropic refuse as it is
 				p := filepath.Join(dir, orchestrator)
 				data, _ := os.ReadFile(p)
 				data = []byte(strings.Replace(string(data), "      - list_directory\n", "      - list_directory\n      - notes.search\n", 1))

@@ -2,10 +2,15 @@
 // conversation so far, and the tools the model may call) gets one response (text and tool calls,
 // with token counts), optionally streamed. Providers implement Model: Gemini through
 // google.golang.org/genai (package gemini), OpenAI and OpenAI-compatible servers through
-// github.com/openai/openai-go (package openai), and an offline scripted provider for demos and
-// tests (package scripted). A Router runs each request on the provider its Target names, so one
+// github.com/openai/openai-go (package openai), Anthropic through anthropic-sdk-go (package
+// anthropic), and an offline scripted provider for demos and tests (package scripted). A Router runs each request on the provider its Target names, so one
 // process runs agents on several providers; another engine is added by implementing Model and
 // registering a Factory for it with the Router. Nothing else in agentd knows which provider runs.
+//
+// Two things every provider shares live here too: the rule a provider has for tool names
+// (NameRule; a Model that restricts them implements ToolNamer, which the Router forwards per
+// target, and agentd offers tools under names the rule accepts), and the bound on what a
+// provider reads of one response (BoundResponses, DefaultMaxResponseBytes).
 package model
 
 import (

@@ -51,16 +51,38 @@ func (r *Router) Providers() []string { return slices.Sorted(maps.Keys(r.factori
 // target's provider. A request without a target (Target.Provider "") names a Gemini model, as
 // before the build resolved targets.
 func (r *Router) Generate(ctx context.Context, req Request, onText func(string)) (*Response, error) {
+	m, req, err := r.target(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return m.Generate(ctx, req, onText)
+}
+
+var _ ToolNamer = (*Router)(nil)
+
+// ToolNames implements ToolNamer: the rule of the provider req's target runs on. A target the
+// router cannot run gets defaultNames (its requests fail anyway, with the reason).
+func (r *Router) ToolNames(ctx context.Context, req Request) NameRule {
+	m, req, err := r.target(ctx, req)
+	if err != nil {
+		return defaultNames
+	}
+	return ToolNamesOf(ctx, m, req)
+}
+
+// target returns the Model that serves req's target, and req as that Model takes it (Model set
+// to the target's model id).
+func (r *Router) target(ctx context.Context, req Request) (Model, Request, error) {
 	t := req.Target
 	if t.Provider == "" {
 		t = Target{Provider: modelref.Gemini, Model: req.Model, Credential: modelref.Credential(modelref.Gemini)}
 	}
 	m, err := r.route(ctx, req.Project, t)
 	if err != nil {
-		return nil, err
+		return nil, req, err
 	}
 	req.Model, req.Target = t.Model, t
-	return m.Generate(ctx, req, onText)
+	return m, req, nil
 }
 
 func (r *Router) route(ctx context.Context, project string, t Target) (Model, error) {

@@ -65,10 +65,13 @@
 package anthropicserver
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -110,6 +113,9 @@ type Turn struct {
 	// Stall holds the reply until the client gives up (its request's
 	// context ends) or the server closes: for testing timeouts.
 	Stall bool
+	// Huge, when set, answers 200 with a body of this many bytes that never ends its JSON: for
+	// tests of the client's bound on what it reads.
+	Huge int64
 }
 
 // Call is a tool_use block in a model reply.
@@ -299,6 +305,9 @@ func (s *Server) serveMessages(w http.ResponseWriter, r *http.Request) {
 	case turn.Status != 0:
 		writeError(w, turn.Status, turn.ErrorType, turn.Message, turn.RetryAfter)
 		return
+	case turn.Huge > 0:
+		writeHuge(w, req.Stream, turn.Huge)
+		return
 	}
 	p := plan(req, turn, n)
 	if req.Stream {
@@ -379,5 +388,26 @@ func (s *Server) writeStream(w http.ResponseWriter, r *http.Request, p replyPlan
 		if flusher != nil {
 			flusher.Flush()
 		}
+	}
+}
+
+// writeHuge answers 200 with a body of n bytes: the start of a JSON object (for a stream, of
+// one event's data) whose one string runs on to the end, as an endpoint that is not the API (or
+// a broken proxy) might send. A JSON reply announces its Content-Length; a stream does not. It
+// stops when the client goes away.
+func writeHuge(w http.ResponseWriter, stream bool, n int64) {
+	head := `{"padding": "`
+	if stream {
+		head = "data: " + head
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.FormatInt(max(n, int64(len(head))), 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	written, err := io.WriteString(w, head)
+	pad := bytes.Repeat([]byte("x"), 64<<10)
+	for left := n - int64(written); left > 0 && err == nil; left -= int64(written) {
+		written, err = w.Write(pad[:min(int64(len(pad)), left)])
 	}
 }

@@ -60,11 +60,14 @@
 package geminiserver
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -90,6 +93,9 @@ type Turn struct {
 	Code string
 	// Message is the error message; when empty, the HTTP status text.
 	Message string
+	// Huge, when set, answers 200 with a body of this many bytes that never ends its JSON: for
+	// tests of the client's bound on what it reads.
+	Huge int64
 }
 
 // Call is a function call in a model reply.
@@ -261,6 +267,8 @@ func (s *Server) serveModel(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "", fmt.Sprintf("geminiserver: the script ran out: no turn queued for queue %q (model %s) and no responder", req.Queue, req.Model), nil)
 	case turn.Status != 0:
 		writeError(w, turn.Status, turn.Code, turn.Message, nil)
+	case turn.Huge > 0:
+		writeHuge(w, stream, turn.Huge)
 	case stream:
 		s.writeStream(w, r, reply(req, turn, responseID).chunks())
 	default:
@@ -395,4 +403,25 @@ func canonicalCode(status int) string {
 		return "DEADLINE_EXCEEDED"
 	}
 	return "UNKNOWN"
+}
+
+// writeHuge answers 200 with a body of n bytes: the start of a JSON object (for a stream, of
+// one event's data) whose one string runs on to the end, as an endpoint that is not the API (or
+// a broken proxy) might send. A JSON reply announces its Content-Length; a stream does not. It
+// stops when the client goes away.
+func writeHuge(w http.ResponseWriter, stream bool, n int64) {
+	head := `{"padding": "`
+	if stream {
+		head = "data: " + head
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.FormatInt(max(n, int64(len(head))), 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	written, err := io.WriteString(w, head)
+	pad := bytes.Repeat([]byte("x"), 64<<10)
+	for left := n - int64(written); left > 0 && err == nil; left -= int64(written) {
+		written, err = w.Write(pad[:min(int64(len(pad)), left)])
+	}
 }

@@ -50,12 +50,14 @@
 package openaiserver
 
 import (
+	"bytes"
 	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 )
@@ -83,6 +85,9 @@ type Turn struct {
 	Malformed string
 	// Hang holds the request until the client goes away (its context ends), then answers nothing.
 	Hang bool
+	// Huge, when set, answers 200 with a body of this many bytes that never ends its JSON: for
+	// tests of the client's bound on what it reads.
+	Huge int64
 }
 
 // Call is a tool call of an assistant message.
@@ -309,6 +314,8 @@ func (s *Server) serveCompletions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "server_error", "", fmt.Sprintf("openaiserver: the script ran out: no turn queued for queue %q (model %s) and no responder", req.Queue, req.Model))
 	case turn.Hang:
 		<-r.Context().Done()
+	case turn.Huge > 0:
+		writeHuge(w, req.Stream, turn.Huge)
 	case turn.Status != 0:
 		if turn.RetryAfter != "" {
 			w.Header().Set("Retry-After", turn.RetryAfter)
@@ -463,4 +470,25 @@ func writeStream(w http.ResponseWriter, events []any) {
 		}
 	}
 	_, _ = io.WriteString(w, "data: [DONE]\n\n")
+}
+
+// writeHuge answers 200 with a body of n bytes: the start of a JSON object (for a stream, of
+// one event's data) whose one string runs on to the end, as an endpoint that is not the API (or
+// a broken proxy) might send. A JSON reply announces its Content-Length; a stream does not. It
+// stops when the client goes away.
+func writeHuge(w http.ResponseWriter, stream bool, n int64) {
+	head := `{"padding": "`
+	if stream {
+		head = "data: " + head
+		w.Header().Set("Content-Type", "text/event-stream")
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.FormatInt(max(n, int64(len(head))), 10))
+	}
+	w.WriteHeader(http.StatusOK)
+	written, err := io.WriteString(w, head)
+	pad := bytes.Repeat([]byte("x"), 64<<10)
+	for left := n - int64(written); left > 0 && err == nil; left -= int64(written) {
+		written, err = w.Write(pad[:min(int64(len(pad)), left)])
+	}
 }

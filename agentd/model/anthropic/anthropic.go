@@ -57,8 +57,13 @@ type Config struct {
 	// sends none, for a proxy at BaseURL that adds its own; without a
 	// BaseURL it is an error.
 	Key func(context.Context) (string, error)
-	// HTTPClient sends the requests; nil is http.DefaultClient.
+	// HTTPClient sends the requests; nil is a client without a timeout
+	// (Timeout and the context bound the calls).
 	HTTPClient *http.Client
+	// MaxResponseBytes bounds what is read of one response (a streamed
+	// answer's whole stream): past it the request fails with a
+	// *model.Error. 0 is model.DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 	// MaxRetries is how often a failed request is retried: 0 is
 	// DefaultMaxRetries, a negative number none.
 	MaxRetries int
@@ -107,9 +112,7 @@ func New(ctx context.Context, c Config) (*Model, error) {
 		}
 		opts = append(opts, option.WithBaseURL(c.BaseURL))
 	}
-	if c.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(c.HTTPClient))
-	}
+	opts = append(opts, option.WithHTTPClient(model.BoundResponses(c.HTTPClient, provider, c.MaxResponseBytes)))
 	retries := c.MaxRetries
 	switch {
 	case retries == 0:
@@ -132,6 +135,17 @@ func New(ctx context.Context, c Config) (*Model, error) {
 // text delta to onText as it arrives; text already passed stays passed if
 // the stream then fails.
 func (m *Model) Generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
+	ctx, tooLarge := model.WatchResponses(ctx)
+	resp, err := m.generate(ctx, req, onText)
+	if err != nil {
+		if e := tooLarge(); e != nil {
+			return nil, e // a response over MaxResponseBytes, however the SDK reported it
+		}
+	}
+	return resp, err
+}
+
+func (m *Model) generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
 	if req.Model == "" {
 		return nil, errors.New("anthropic generate: the request names no model")
 	}
@@ -290,3 +304,11 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.cause }
+
+// toolNames is what the Messages API accepts as a tool name: ^[a-zA-Z0-9_-]{1,128}$.
+var toolNames = model.NameRule{Max: 128, Punct: "_-"}
+
+var _ model.ToolNamer = (*Model)(nil)
+
+// ToolNames implements model.ToolNamer.
+func (m *Model) ToolNames(context.Context, model.Request) model.NameRule { return toolNames }

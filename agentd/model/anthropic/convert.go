@@ -54,9 +54,6 @@ import (
 //     cache_read_input_tokens (all the prompt's tokens, however billed),
 //     Output is output_tokens.
 
-// toolNamePattern is what the API accepts as a tool name.
-var toolNamePattern = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,128}$`)
-
 // toolUseIDPattern is what the API accepts as a tool_use id.
 var toolUseIDPattern = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
@@ -93,8 +90,8 @@ func toTools(tools []model.Tool) ([]anthropic.ToolUnionParam, error) {
 	out := make([]anthropic.ToolUnionParam, 0, len(tools))
 	seen := make(map[string]bool, len(tools))
 	for _, t := range tools {
-		if !toolNamePattern.MatchString(t.Name) {
-			return nil, fmt.Errorf("tool %q: Anthropic accepts tool names of 1 to 128 letters, digits, _ and - only (^[a-zA-Z0-9_-]{1,128}$); rename the tool or run the agent on another provider", t.Name)
+		if !toolNames.Valid(t.Name) {
+			return nil, fmt.Errorf("tool %q: Anthropic accepts tool names of 1 to 128 letters, digits, _ and - only (^[a-zA-Z0-9_-]{1,128}$): offer the tool under a name Model.ToolNames accepts", t.Name)
 		}
 		if seen[t.Name] {
 			return nil, fmt.Errorf("tool %q is offered twice: Anthropic needs unique tool names", t.Name)

@@ -33,6 +33,10 @@ type Config struct {
 	// GOOGLE_GEMINI_BASE_URL environment variable.
 	BaseURL    string
 	HTTPClient *http.Client // nil: a client without a timeout; bound calls with the context
+	// MaxResponseBytes bounds what is read of one response (a streamed
+	// answer's whole stream): past it the request fails with a
+	// *model.Error. 0 is model.DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Model is the Gemini provider. It is safe for concurrent use.
@@ -51,7 +55,7 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	client, err := genai.NewClient(ctx, &genai.ClientConfig{
 		APIKey:      cfg.APIKey,
 		Backend:     genai.BackendGeminiAPI,
-		HTTPClient:  cfg.HTTPClient,
+		HTTPClient:  model.BoundResponses(cfg.HTTPClient, provider, cfg.MaxResponseBytes),
 		HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL},
 	})
 	if err != nil {
@@ -65,6 +69,17 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 // chunk's text to onText as it arrives; text already passed stays passed if
 // the stream then fails.
 func (m *Model) Generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
+	ctx, tooLarge := model.WatchResponses(ctx)
+	resp, err := m.generate(ctx, req, onText)
+	if err != nil {
+		if e := tooLarge(); e != nil {
+			return nil, e // a response over MaxResponseBytes, however the SDK reported it
+		}
+	}
+	return resp, err
+}
+
+func (m *Model) generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
 	if req.Model == "" {
 		return nil, errors.New("gemini generate: the request names no model")
 	}

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
 	"strings"
 
@@ -19,9 +18,6 @@ import (
 // are.
 const FinishRefusal = "refusal"
 
-// validToolName is what OpenAI accepts as a function name.
-var validToolName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
 // toParams maps a request: the system instruction as the first message (a system message),
 // then the conversation, and the tools.
 func toParams(req model.Request) (openai.ChatCompletionNewParams, error) {
@@ -35,8 +31,8 @@ func toParams(req model.Request) (openai.ChatCompletionNewParams, error) {
 	}
 	p.Messages = append(p.Messages, msgs...)
 	for _, t := range req.Tools {
-		if !validToolName.MatchString(t.Name) {
-			return p, fmt.Errorf("tool %q: OpenAI accepts tool names of 1 to 64 letters, digits, '_' and '-' only; rename the tool at its MCP server, or run the agent on another provider", t.Name)
+		if !toolNames.Valid(t.Name) {
+			return p, fmt.Errorf("tool %q: OpenAI accepts tool names of 1 to 64 letters, digits, '_' and '-' only (^[a-zA-Z0-9_-]{1,64}$): offer the tool under a name Model.ToolNames accepts", t.Name)
 		}
 		params := shared.FunctionParameters{"type": "object", "properties": map[string]any{}}
 		if len(t.InputSchema) > 0 && string(t.InputSchema) != "null" {

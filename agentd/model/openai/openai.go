@@ -57,6 +57,9 @@ type Config struct {
 	// Organization and Project are sent as the OpenAI-Organization and OpenAI-Project headers
 	// when set.
 	Organization, Project string
+	// MaxResponseBytes bounds what is read of one response (a streamed answer's whole stream):
+	// past it the request fails with a *model.Error. 0 is model.DefaultMaxResponseBytes.
+	MaxResponseBytes int64
 }
 
 // Model is the OpenAI provider. It is safe for concurrent use.
@@ -85,10 +88,7 @@ func New(_ context.Context, c Config) (*Model, error) {
 	case retries < 0:
 		retries = 0
 	}
-	hc := c.HTTPClient
-	if hc == nil {
-		hc = &http.Client{}
-	}
+	hc := model.BoundResponses(c.HTTPClient, provider, c.MaxResponseBytes)
 	opts := []option.RequestOption{option.WithBaseURL(base), option.WithHTTPClient(hc), option.WithMaxRetries(retries)}
 	if c.Organization != "" {
 		opts = append(opts, option.WithOrganization(c.Organization))
@@ -103,6 +103,17 @@ func New(_ context.Context, c Config) (*Model, error) {
 // Generate implements model.Model. With onText set it streams, passing each piece of text to
 // onText as it arrives; text already passed stays passed if the stream then fails.
 func (m *Model) Generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
+	ctx, tooLarge := model.WatchResponses(ctx)
+	resp, err := m.generate(ctx, req, onText)
+	if err != nil {
+		if e := tooLarge(); e != nil {
+			return nil, e // a response over MaxResponseBytes, however the SDK reported it
+		}
+	}
+	return resp, err
+}
+
+func (m *Model) generate(ctx context.Context, req model.Request, onText func(string)) (*model.Response, error) {
 	if req.Model == "" {
 		return nil, errors.New("openai generate: the request names no model")
 	}
@@ -206,3 +217,11 @@ type redactedError struct {
 
 func (e *redactedError) Error() string { return e.text }
 func (e *redactedError) Unwrap() error { return e.cause }
+
+// toolNames is what OpenAI accepts as a function name: ^[a-zA-Z0-9_-]{1,64}$.
+var toolNames = model.NameRule{Max: 64, Punct: "_-"}
+
+var _ model.ToolNamer = (*Model)(nil)
+
+// ToolNames implements model.ToolNamer.
+func (m *Model) ToolNames(context.Context, model.Request) model.NameRule { return toolNames }
