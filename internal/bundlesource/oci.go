@@ -249,12 +249,9 @@ func (f *ociFetcher) describe(doing string, err error) error {
 // for a loopback registry). tokenFile, when set, holds a bearer token. It returns the
 // manifest's digest.
 func PublishOCI(ctx context.Context, target string, bundle []byte, revision, tokenFile string) (string, error) {
-	ref, err := parseOCI(target)
+	ref, err := publishRef(target)
 	if err != nil {
 		return "", err
-	}
-	if ref.ValidateReferenceAsDigest() == nil {
-		return "", fmt.Errorf("%s: publish to a tag (oci://%s/%s:<tag>), not a digest", target, ref.Registry, ref.Repository)
 	}
 	repo, err := ref.repository(tokenFile, time.Minute)
 	if err != nil {
@@ -284,6 +281,24 @@ func PublishOCI(ctx context.Context, target string, bundle []byte, revision, tok
 		return "", fmt.Errorf("publish to %s: tag the manifest: %w", ref, err)
 	}
 	return desc.Digest.String(), nil
+}
+
+// CheckOCITarget checks a PublishOCI target: oci://host[:port]/repository:tag (oci+http:// on
+// loopback).
+func CheckOCITarget(target string) error {
+	_, err := publishRef(target)
+	return err
+}
+
+func publishRef(target string) (ociRef, error) {
+	ref, err := parseOCI(target)
+	if err != nil {
+		return ociRef{}, err
+	}
+	if ref.ValidateReferenceAsDigest() == nil {
+		return ociRef{}, fmt.Errorf("%s: publish to a tag (oci://%s/%s:<tag>), not a digest", target, ref.Registry, ref.Repository)
+	}
+	return ref, nil
 }
 
 // pushBlob uploads a blob the registry does not have yet.
