@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
@@ -171,7 +172,7 @@ func TestDeployToOCI(t *testing.T) {
 	hash := strings.TrimSpace(r.stdout)
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "Bearer push-token" {
+		if r.Header.Get("Authorization") != "Bearer "+base64.StdEncoding.EncodeToString([]byte("push-token")) {
 			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}`, http.StatusUnauthorized)
 			return
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -111,8 +112,9 @@ func loopback(hostport string) bool {
 }
 
 // repository is a client of r's repository that sends the bearer token tokenFile holds (read
-// before every request, like OPA's bearer token_path) and answers registries' token challenges
-// as oras-go does (anonymous tokens for public repositories).
+// before every request, like OPA's bearer token_path, and base64-encoded as OPA sends it to a
+// service of type oci) and answers registries' token challenges as oras-go does (anonymous
+// tokens for public repositories).
 func (r ociRef) repository(tokenFile string, timeout time.Duration) (*remote.Repository, error) {
 	repo, err := remote.NewRepository(r.Registry + "/" + r.Repository)
 	if err != nil {
@@ -129,8 +131,9 @@ func (r ociRef) repository(tokenFile string, timeout time.Duration) (*remote.Rep
 	return repo, nil
 }
 
-// bearerTransport adds Authorization: Bearer <token> to requests that carry no Authorization
-// (a token the registry's challenge got is kept).
+// bearerTransport adds Authorization: Bearer <base64 of the token> to requests that carry no
+// Authorization (a token the registry's challenge got is kept). The encoding is OPA's for OCI
+// services, so that one token file serves Lush and OPA (ghcr.io takes a personal access token so).
 type bearerTransport struct {
 	base      http.RoundTripper
 	tokenFile string
@@ -143,7 +146,7 @@ func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 			return nil, fmt.Errorf("read the registry token: %w", err)
 		}
 		req = req.Clone(req.Context())
-		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(b)))
+		req.Header.Set("Authorization", "Bearer "+base64.StdEncoding.EncodeToString([]byte(strings.TrimSpace(string(b)))))
 	}
 	return t.base.RoundTrip(req)
 }

@@ -3,6 +3,7 @@ package bundlesource
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
 	"log"
@@ -39,7 +40,7 @@ func newTestRegistry(t *testing.T, token string) *testRegistry {
 	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		auth := r.Header.Get("Authorization")
 		reg.lastAuth.Store(auth)
-		if reg.tokenWant != "" && auth != "Bearer "+reg.tokenWant {
+		if reg.tokenWant != "" && auth != bearer(reg.tokenWant) {
 			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"who are you"}]}`, http.StatusUnauthorized)
 			return
 		}
@@ -57,6 +58,11 @@ func newTestRegistry(t *testing.T, token string) *testRegistry {
 	t.Cleanup(hs.Close)
 	reg.host = strings.TrimPrefix(hs.URL, "http://")
 	return reg
+}
+
+// bearer is the Authorization header OPA sends to a service of type oci with a bearer token.
+func bearer(token string) string {
+	return "Bearer " + base64.StdEncoding.EncodeToString([]byte(token))
 }
 
 func tokenFile(t *testing.T, token string) string {
@@ -164,8 +170,8 @@ func TestOCISourcePolls(t *testing.T) {
 	if _, got, err := Unpack(u.Bundle); err != nil || got != hashB {
 		t.Fatalf("Unpack(pulled B) = %s, %v", got, err)
 	}
-	if got, _ := reg.lastAuth.Load().(string); got != "Bearer reg-token" {
-		t.Errorf("Authorization = %q, want the token from the file", got)
+	if got, _ := reg.lastAuth.Load().(string); got != bearer("reg-token") {
+		t.Errorf("Authorization = %q, want the token from the file, base64-encoded as OPA sends it", got)
 	}
 }
 
