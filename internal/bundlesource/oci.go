@@ -56,6 +56,9 @@ func parseOCI(s string) (ociRef, error) {
 	if scheme != "oci" && scheme != "oci+http" {
 		return ociRef{}, fmt.Errorf("%q is not an oci:// reference", s)
 	}
+	if host, _, _ := strings.Cut(rest, "/"); strings.Contains(host, "@") {
+		return ociRef{}, errUserInfo
+	}
 	ref, err := registry.ParseReference(rest)
 	if err != nil {
 		return ociRef{}, fmt.Errorf("%q is not a registry reference like oci://registry.example.com/lush/app:v1: %w", s, err)
@@ -70,12 +73,17 @@ func parseOCI(s string) (ociRef, error) {
 	return r, nil
 }
 
+var errUserInfo = errors.New("an oci:// reference carries no user or password (it would show in logs): put a token in the token file")
+
 // ociServiceRef joins a service (oci://host[:port][/prefix]) and a resource (repository:tag, or
 // OPA's form host[:port]/repository:tag, whose host is the service's) into one reference.
 func ociServiceRef(service, resource string) (ociRef, error) {
 	base := strings.TrimRight(service, "/")
 	_, hostpath, _ := strings.Cut(base, "://")
 	host, _, _ := strings.Cut(hostpath, "/")
+	if strings.Contains(host, "@") {
+		return ociRef{}, errUserInfo
+	}
 	resource = strings.TrimLeft(resource, "/")
 	if host != "" {
 		resource = strings.TrimPrefix(resource, host+"/") // OPA's resource names the registry again
@@ -125,22 +133,24 @@ func (r ociRef) repository(tokenFile string, timeout time.Duration) (*remote.Rep
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.ResponseHeaderTimeout = timeout
 	repo.Client = &auth.Client{
-		Client: &http.Client{Transport: &bearerTransport{base: transport, tokenFile: tokenFile}},
+		Client: &http.Client{Transport: &bearerTransport{base: transport, tokenFile: tokenFile, host: r.Registry}},
 		Cache:  auth.NewCache(),
 	}
 	return repo, nil
 }
 
-// bearerTransport adds Authorization: Bearer <base64 of the token> to requests that carry no
-// Authorization (a token the registry's challenge got is kept). The encoding is OPA's for OCI
-// services, so that one token file serves Lush and OPA (ghcr.io takes a personal access token so).
+// bearerTransport adds Authorization: Bearer <base64 of the token> to requests to the registry
+// that carry no Authorization (a token the registry's challenge got is kept; a blob download
+// redirected to storage elsewhere gets no token). The encoding is OPA's for OCI services, so that
+// one token file serves Lush and OPA (ghcr.io takes a personal access token so).
 type bearerTransport struct {
 	base      http.RoundTripper
 	tokenFile string
+	host      string // the registry's host[:port]
 }
 
 func (t *bearerTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if t.tokenFile != "" && req.Header.Get("Authorization") == "" {
+	if t.tokenFile != "" && req.URL.Host == t.host && req.Header.Get("Authorization") == "" {
 		b, err := os.ReadFile(t.tokenFile)
 		if err != nil {
 			return nil, fmt.Errorf("read the registry token: %w", err)

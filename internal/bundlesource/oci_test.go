@@ -90,12 +90,13 @@ func TestOCIConfig(t *testing.T) {
 		{"no tag", "oci://ghcr.io", "acme/lush", "", "tag or digest"},
 		{"no resource", "oci://ghcr.io", "", "", "resource is empty"},
 		{"a bad repository", "oci://ghcr.io", "Acme/Lush:v1", "", "not a registry reference"},
+		{"a password in the service", "oci://ci:s3cret@ghcr.io", "acme/lush:v1", "", "no user or password"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := Config{Service: tt.service, Resource: tt.resource}.Validate()
 			if tt.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.err) {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), "s3cret") {
 					t.Fatalf("Validate = %v, want an error with %q", err, tt.err)
 				}
 				return
@@ -289,6 +290,38 @@ func TestPublishOCITargets(t *testing.T) {
 	} {
 		if _, err := PublishOCI(ctx, tt.target, []byte("x"), "", ""); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("PublishOCI(%s) = %v, want %q", tt.target, err, tt.want)
+		}
+	}
+}
+
+// roundTripFunc records requests for TestBearerTransport.
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestBearerTransport: the token goes to the registry only (not to storage a blob download is
+// redirected to), and never over a token the registry's challenge got.
+func TestBearerTransport(t *testing.T) {
+	tok := tokenFile(t, "reg-token")
+	var got string
+	tr := &bearerTransport{tokenFile: tok, host: "registry.example.com", base: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		got = r.Header.Get("Authorization")
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})}
+	for _, tt := range []struct{ url, auth, want string }{
+		{"https://registry.example.com/v2/", "", bearer("reg-token")},
+		{"https://storage.example.net/blob?sig=x", "", ""},
+		{"https://registry.example.com/v2/", "Bearer from-the-challenge", "Bearer from-the-challenge"},
+	} {
+		req, _ := http.NewRequest(http.MethodGet, tt.url, nil)
+		if tt.auth != "" {
+			req.Header.Set("Authorization", tt.auth)
+		}
+		if _, err := tr.RoundTrip(req); err != nil {
+			t.Fatal(err)
+		}
+		if got != tt.want {
+			t.Errorf("%s: Authorization = %q, want %q", tt.url, got, tt.want)
 		}
 	}
 }
