@@ -18,6 +18,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 )
 
@@ -322,6 +324,58 @@ func TestBearerTransport(t *testing.T) {
 		}
 		if got != tt.want {
 			t.Errorf("%s: Authorization = %q, want %q", tt.url, got, tt.want)
+		}
+	}
+}
+
+// TestOCIManifests: an image index is followed to the manifest with the bundle layer (as OPA
+// does); a manifest without one (a container image under the tag) is a failure that says so.
+func TestOCIManifests(t *testing.T) {
+	reg := newTestRegistry(t, "")
+	m, hash := testManifest(t, "a")
+	body := testBundle(t, hash, m, "")
+	ctx := context.Background()
+	if _, err := PublishOCI(ctx, "oci+http://"+reg.host+"/lush/app:v1", body, hash, ""); err != nil {
+		t.Fatal(err)
+	}
+	ref, err := parseOCI("oci+http://" + reg.host + "/lush/app:v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo, err := ref.repository("", time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	image, err := repo.Resolve(ctx, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	push := func(tag, mediaType string, doc any) {
+		t.Helper()
+		raw, _ := json.Marshal(doc)
+		desc := ocispec.Descriptor{MediaType: mediaType, Digest: digest.FromBytes(raw), Size: int64(len(raw))}
+		if err := repo.PushReference(ctx, desc, bytes.NewReader(raw), tag); err != nil {
+			t.Fatal(err)
+		}
+	}
+	push("index", ocispec.MediaTypeImageIndex, ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex,
+		Manifests: []ocispec.Descriptor{image}})
+	config := []byte(`{"architecture":"amd64","os":"linux"}`)
+	configDesc := ocispec.Descriptor{MediaType: MediaTypeConfig, Digest: digest.FromBytes(config), Size: int64(len(config))}
+	if err := repo.Blobs().Push(ctx, configDesc, bytes.NewReader(config)); err != nil {
+		t.Fatal(err)
+	}
+	push("image", ocispec.MediaTypeImageManifest, ocispec.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageManifest,
+		Config: configDesc, Layers: []ocispec.Descriptor{configDesc}}) // a layer, but not a bundle's
+
+	for _, tt := range []struct{ tag, err string }{{"index", ""}, {"image", "has no layer of media type application/vnd.oci.image.layer.v1.tar+gzip"}} {
+		src, err := New(Config{Service: "oci+http://" + reg.host, Resource: "lush/app:" + tt.tag})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := src.poll(ctx, &pollState{})
+		if tt.err == "" && (err != nil || !bytes.Equal(got, body)) || tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("%s: %d bytes, %v; want the bundle, or an error with %q", tt.tag, len(got), err, tt.err)
 		}
 	}
 }
