@@ -8,21 +8,28 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/open-policy-agent/opa/v1/bundle"
 
 	"github.com/lush-agents/lush/compiler"
+	"github.com/lush-agents/lush/internal/bundlesource"
 	"github.com/lush-agents/lush/internal/manifest"
 	"github.com/lush-agents/lush/policies/authz"
 )
@@ -345,5 +352,89 @@ func TestOPAEvalReadsTheManifest(t *testing.T) {
 	text := doc.Result[0].Expressions[0].Value
 	if got := manifest.Hash([]byte(text)); got != res.Hash || text != string(res.ManifestJSON) {
 		t.Errorf("the manifest opa reads hashes to %s, want the revision %s", got, res.Hash)
+	}
+}
+
+// TestOPARunPullsOCIBundle: the real `opa run --server`, configured with an OCI service (OPA's
+// services[].type: oci, with a bearer token) pointing at a registry on loopback, pulls the bundle
+// Lush pushed there (bundlesource.PublishOCI, what lushctl deploy --to oci:// runs), activates
+// it, and decides as Lush does; the manifest it reads hashes to the build's revision.
+func TestOPARunPullsOCIBundle(t *testing.T) {
+	opa := opaBinary(t)
+	_, res := buildQuickstart(t)
+	eng, err := authz.FromBytes(context.Background(), res.Bundle)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+base64.StdEncoding.EncodeToString([]byte("oci-token")) {
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}`, http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	os.WriteFile(token, []byte("oci-token\n"), 0o600)
+	if _, err := bundlesource.PublishOCI(context.Background(), "oci+http://"+host+"/lush/quickstart:v1", res.Bundle, res.Hash, token); err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(dir, "opa.yaml")
+	os.WriteFile(config, fmt.Appendf(nil, `services:
+  registry:
+    url: http://%[1]s
+    type: oci
+    credentials:
+      bearer:
+        token_path: %[2]s
+bundles:
+  lush:
+    service: registry
+    resource: %[1]s/lush/quickstart:v1
+    polling: {min_delay_seconds: 1, max_delay_seconds: 2}
+`, host, token), 0o644)
+
+	addr := freeAddr(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cmd := exec.CommandContext(ctx, opa, "run", "--server", "--addr", addr, "--log-level", "error", "--config-file", config)
+	cmd.Env = append(os.Environ(), "TMPDIR="+dir) // OPA's OCI downloader keeps its store there
+	var logs bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cancel(); cmd.Wait() }()
+	waitHTTP(t, "http://"+addr+"/health?bundles", &logs) // 200 once the bundle is activated
+
+	resp, err := http.Get("http://" + addr + "/v1/data/lush/build/manifest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Result string `json:"result"`
+	}
+	json.NewDecoder(resp.Body).Decode(&doc)
+	resp.Body.Close()
+	if got := manifest.Hash([]byte(doc.Result)); got != res.Hash {
+		t.Fatalf("the manifest opa pulled hashes to %s, want the revision %s\n%s", got, res.Hash, logs.String())
+	}
+	for i, in := range decisionInputs {
+		body, _ := json.Marshal(map[string]any{"input": in})
+		resp, err := http.Post("http://"+addr+"/v1/data/lush/authz/decision", "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct {
+			Result map[string]any `json:"result"`
+		}
+		json.NewDecoder(resp.Body).Decode(&out)
+		resp.Body.Close()
+		if want := lushDecision(t, eng, in); !reflect.DeepEqual(out.Result, want) {
+			t.Errorf("input %d: opa run (OCI) = %v\nlush = %v", i, out.Result, want)
+		}
 	}
 }

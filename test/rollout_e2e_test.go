@@ -3,10 +3,12 @@ package test
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"github.com/mark3labs/mcp-go/client"
 	"github.com/mark3labs/mcp-go/client/transport"
 	"github.com/mark3labs/mcp-go/mcp"
@@ -509,4 +512,78 @@ func grepLines(s string, prefixes ...string) string {
 		}
 	}
 	return strings.Join(out, "\n")
+}
+
+// TestRolloutOCI: a lushctl serve replica with its builds in an OCI registry on loopback
+// (LUSH_BUNDLE_SERVICE=oci+http://…, a bearer token) starts on the build lushctl deploy --to
+// oci+http:// pushed, refuses a badly signed one pushed over it (the last good build keeps
+// serving), and switches to the next good one.
+func TestRolloutOCI(t *testing.T) {
+	began := time.Now()
+	dir := rolloutProject(t)
+	keys := t.TempDir()
+	key, otherKey, token := filepath.Join(keys, "bundle.key"), filepath.Join(keys, "other.key"), filepath.Join(keys, "token")
+	os.WriteFile(key, []byte("the-project-signing-secret-0123456789"), 0o600)
+	os.WriteFile(otherKey, []byte("a-key-the-replicas-do-not-trust-0123"), 0o600)
+	os.WriteFile(token, []byte("registry-token\n"), 0o600)
+	hashA := buildSigned(t, dir, key)
+	os.WriteFile(filepath.Join(dir, "policies/flip.rego"), []byte(flipPolicy("tools/hello")), 0o644)
+	hashB := buildSigned(t, dir, key)
+	os.WriteFile(filepath.Join(dir, "policies/flip.rego"), []byte(flipPolicy("tools/hello")+"\n# C\n"), 0o644)
+	hashC := buildSigned(t, dir, otherKey)
+
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	want := "Bearer " + base64.StdEncoding.EncodeToString([]byte("registry-token"))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != want {
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}`, http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	publish := func(hash string) {
+		t.Helper()
+		out, err := exec.Command(lushctlBin, "deploy", hash[:12], dir, "--to", "oci+http://"+host+"/lush/rollout:prod", "--token-file", token, "-o", "json").Output()
+		var res struct{ Hash, Digest string }
+		if err != nil || json.Unmarshal(out, &res) != nil || res.Hash != hash || !strings.HasPrefix(res.Digest, "sha256:") {
+			t.Fatalf("lushctl deploy --to oci+http://: %v\n%s", err, out)
+		}
+	}
+	publish(hashA)
+
+	port := freePort(t)
+	base := fmt.Sprintf("http://127.0.0.1:%d", port)
+	p := startProc(t, []string{fmt.Sprintf("PORT=%d", port), "LUSH_LISTEN_HOST=127.0.0.1", "LUSH_PROJECT=" + dir,
+		"LUSH_CONFIG=" + filepath.Join(dir, "gateway.yaml"), "LUSH_MODEL_PROVIDER=scripted", "LUSH_SCRIPTS=" + filepath.Join(dir, "scripts"),
+		"TRACE_BACKEND=none", "LUSH_SCHEDULER_DB=off", "LOG_LEVEL=info", "LUSH_BUILD=", "LUSH_INSTANCE=oci-replica",
+		"LUSH_BUNDLE_SERVICE=oci+http://" + host, "LUSH_BUNDLE_RESOURCE=lush/rollout:prod", "LUSH_BUNDLE_TOKEN_FILE=" + token,
+		"LUSH_BUNDLE_VERIFY_KEY=" + key, "LUSH_BUNDLE_VERIFY_ALG=HS256", "LUSH_BUNDLE_POLL_MIN=1s", "LUSH_BUNDLE_POLL_MAX=1s"},
+		lushctlBin, "serve")
+	waitFor(t, p, "builds: from oci+http://"+host+"/lush/rollout:prod", 30*time.Second)
+	health := func(cond func(replicaHealth) bool, what string) {
+		t.Helper()
+		eventually(t, 30*time.Second, 50*time.Millisecond, func() (bool, string) {
+			h, err := getHealth(base)
+			return err == nil && cond(h), fmt.Sprintf("%s: %+v %v\n%s", what, h, err, p.out.String())
+		})
+	}
+	health(func(h replicaHealth) bool { return h.Ready && h.Revision == hashA }, "ready on A")
+
+	publish(hashC) // signed by a key the replica does not trust
+	health(func(h replicaHealth) bool { return h.LastError != nil && h.LastError.Build == hashC }, "C refused")
+	if h, _ := getHealth(base); !h.Ready || h.Revision != hashA || h.LastError.Reason != "signature" {
+		t.Errorf("after the badly signed bundle: %+v, want ready on A, last error signature", h)
+	}
+	if m := getMetrics(t, base); !strings.Contains(m, `lush_bundle_refused_total{reason="signature"} 1`) {
+		t.Errorf("lush_bundle_refused_total{reason=signature} is not 1:\n%s", grepLines(m, "lush_bundle_"))
+	}
+	if strings.Contains(p.out.String(), "registry-token") {
+		t.Error("the registry token is in the replica's log")
+	}
+
+	publish(hashB)
+	health(func(h replicaHealth) bool { return h.Ready && h.Revision == hashB }, "ready on B")
+	t.Logf("OCI rollout A → refused C → B in %s", time.Since(began).Round(time.Millisecond))
 }

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"encoding/base64"
 	"encoding/json"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/google/go-containerregistry/pkg/registry"
 
 	"github.com/lush-agents/lush/internal/bundlesource"
 )
@@ -33,6 +38,10 @@ func TestServeBundleEnv(t *testing.T) {
 		{"with LUSH_BUILD", map[string]string{"LUSH_BUNDLE_SERVICE": "http://b", "LUSH_BUNDLE_RESOURCE": "a", "LUSH_BUILD": "abcd"}, "LUSH_BUILD and LUSH_BUNDLE_SERVICE"},
 		{"a missing key file", map[string]string{"LUSH_BUNDLE_VERIFY_KEY": "/nonexistent/key.pem"}, "LUSH_BUNDLE_VERIFY_KEY"},
 		{"a missing token file", map[string]string{"LUSH_BUNDLE_SERVICE": "http://b", "LUSH_BUNDLE_RESOURCE": "a", "LUSH_BUNDLE_TOKEN_FILE": "/nonexistent/t"}, "LUSH_BUNDLE_TOKEN_FILE"},
+		{"an OCI registry", map[string]string{"LUSH_BUNDLE_SERVICE": "oci://ghcr.io", "LUSH_BUNDLE_RESOURCE": "acme/lush:prod",
+			"LUSH_BUNDLE_POLL_MIN": "2s", "LUSH_BUNDLE_POLL_MAX": "4s"}, ""},
+		{"an OCI resource without a tag", map[string]string{"LUSH_BUNDLE_SERVICE": "oci://ghcr.io", "LUSH_BUNDLE_RESOURCE": "acme/lush"}, "tag or digest"},
+		{"an OCI registry long-polled", map[string]string{"LUSH_BUNDLE_SERVICE": "oci://ghcr.io", "LUSH_BUNDLE_RESOURCE": "acme/lush:v1", "LUSH_BUNDLE_LONG_POLL": "30s"}, "long-poll"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +67,7 @@ func TestServeBundleEnv(t *testing.T) {
 			if (tt.vars["LUSH_BUNDLE_SERVICE"] != "") != (e.bundles != nil) {
 				t.Fatalf("bundles = %+v", e.bundles)
 			}
-			if e.bundles != nil && (e.bundles.PollMin != 2*time.Second || e.bundles.PollMax != 4*time.Second || e.bundles.LongPoll != 30*time.Second) {
+			if e.bundles != nil && (e.bundles.PollMin != 2*time.Second || e.bundles.PollMax != 4*time.Second || e.bundles.LongPoll != durationOf(tt.vars["LUSH_BUNDLE_LONG_POLL"])) {
 				t.Errorf("polling %+v", e.bundles)
 			}
 		})
@@ -140,6 +149,89 @@ func TestDeployTo(t *testing.T) {
 			r := lushctl(t, "", append([]string{"deploy", hash[:8], dir}, tt.args...)...)
 			if r.code == 0 {
 				t.Errorf("exit 0, want an error\n%s", r.stdout)
+			}
+		})
+	}
+}
+
+func durationOf(s string) time.Duration {
+	d, _ := time.ParseDuration(s)
+	return d
+}
+
+// deploy --to oci://: the bundle is pushed to the registry with the token (a replica's source
+// pulls the same build back, and -o json names the manifest's digest); a bad reference or a
+// --resource is a usage error (exit 2), a registry that refuses the push is exit 1, without the
+// token.
+func TestDeployToOCI(t *testing.T) {
+	dir := quickstartCopy(t)
+	r := lushctl(t, "", "build", "-q", "--offline", dir)
+	if r.code != 0 {
+		t.Fatalf("build: %s", r.stderr)
+	}
+	hash := strings.TrimSpace(r.stdout)
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "Bearer "+base64.StdEncoding.EncodeToString([]byte("push-token")) {
+			http.Error(w, `{"errors":[{"code":"UNAUTHORIZED","message":"no"}]}`, http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	token := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(token, []byte("push-token\n"), 0o600)
+
+	r = lushctl(t, "", "deploy", hash[:8], dir, "--to", "oci+http://"+host+"/lush/quickstart:v1", "--token-file", token, "-o", "json")
+	var doc struct{ Hash, To, Digest string }
+	if r.code != 0 || json.Unmarshal([]byte(r.stdout), &doc) != nil || doc.Hash != hash || !strings.HasPrefix(doc.Digest, "sha256:") {
+		t.Fatalf("deploy --to oci+http:// -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	src, err := bundlesource.New(bundlesource.Config{Service: "oci+http://" + host, Resource: "lush/quickstart:v1", TokenFile: token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	updates := make(chan bundlesource.Update, 1)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		src.Run(ctx, func(_ context.Context, u bundlesource.Update) {
+			select {
+			case updates <- u:
+			default:
+			}
+		})
+	}()
+	u := <-updates
+	cancel()
+	<-done
+	if u.Err != nil || u.ETag != doc.Digest {
+		t.Fatalf("pulling it back: %v (ETag %s, want %s)", u.Err, u.ETag, doc.Digest)
+	}
+	if _, got, err := bundlesource.Unpack(u.Bundle); err != nil || got != hash {
+		t.Fatalf("the pulled bundle: %v, hash %s, want %s", err, got, hash)
+	}
+
+	bad := filepath.Join(t.TempDir(), "bad")
+	os.WriteFile(bad, []byte("wrong-secret"), 0o600)
+	if r = lushctl(t, "", "deploy", hash[:8], dir, "--to", "oci+http://"+host+"/lush/quickstart:v2", "--token-file", bad); r.code != exitFailed ||
+		!strings.Contains(r.stderr, "401") || strings.Contains(r.stderr, "wrong-secret") {
+		t.Errorf("a push the registry refuses: exit %d, want 1 with the status and without the token\n%s", r.code, r.stderr)
+	}
+	for _, tt := range []struct {
+		name string
+		args []string
+	}{
+		{"plain HTTP to a remote registry", []string{"--to", "oci+http://registry.example.com/lush/q:v1"}},
+		{"no tag", []string{"--to", "oci://" + host + "/lush/quickstart"}},
+		{"a digest", []string{"--to", "oci://" + host + "/lush/quickstart@sha256:" + strings.Repeat("ab", 32)}},
+		{"a resource", []string{"--to", "oci+http://" + host + "/lush/quickstart:v1", "--resource", "a.tar.gz"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if r := lushctl(t, "", append([]string{"deploy", hash[:8], dir}, tt.args...)...); r.code != exitUsage {
+				t.Errorf("exit %d, want %d (usage)\n%s%s", r.code, exitUsage, r.stdout, r.stderr)
 			}
 		})
 	}

@@ -335,6 +335,11 @@ that serve from a bundle server (lushctl serve with LUSH_BUNDLE_SERVICE) instead
                      file, then a rename), for any static server (nginx, an S3 sync, a file server)
   --to <http(s) URL> the bundle is uploaded with an HTTP PUT to that URL (the bundle's full URL),
                      with the bearer token in --token-file, for bundle servers that accept uploads
+  --to oci://<registry>/<repository>:<tag>
+                     the bundle is pushed to an OCI registry as OPA pulls it (an image manifest
+                     whose application/vnd.oci.image.layer.v1.tar+gzip layer is the bundle), with
+                     the bearer token in --token-file; replicas and OPA (services[].type: oci) pull
+                     it; oci+http:// is plain HTTP, for a registry on loopback only
 
 The replicas poll the server and switch within their polling interval; lushctl status --replicas
 shows when all of them run it. The local deployed build does not change.
@@ -347,7 +352,10 @@ Exit codes: 0 published, 1 the publish failed, 2 usage (no such build, a bad fla
   lushctl status --replicas http://10.0.0.5:8080,http://10.0.0.6:8080 --watch
 
   # Upload to a bundle server that accepts PUT
-  lushctl deploy 3fa9c1e2 --to https://bundles.example.com/bundles/quickstart.tar.gz --token-file token.txt -o json`,
+  lushctl deploy 3fa9c1e2 --to https://bundles.example.com/bundles/quickstart.tar.gz --token-file token.txt -o json
+
+  # Push to an OCI registry (replicas: LUSH_BUNDLE_SERVICE=oci://ghcr.io LUSH_BUNDLE_RESOURCE=acme/lush:prod)
+  lushctl deploy 3fa9c1e2 --to oci://ghcr.io/acme/lush:prod --token-file ghcr-token.txt`,
 		Args: args(cobra.RangeArgs(1, 2)),
 		RunE: func(cmd *cobra.Command, a []string) error {
 			if err := checkOutput(output); err != nil {
@@ -383,9 +391,9 @@ Exit codes: 0 published, 1 the publish failed, 2 usage (no such build, a bad fla
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&to, "to", "", "publish the bundle instead: a directory a bundle server serves, or an http(s) URL to PUT it to")
+	fl.StringVar(&to, "to", "", "publish the bundle instead: a directory a bundle server serves, an http(s) URL to PUT it to, or oci://<registry>/<repository>:<tag>")
 	fl.StringVar(&resource, "resource", "", "with a --to directory: the bundle's path in it, as replicas' LUSH_BUNDLE_RESOURCE (default bundles/<project>.tar.gz)")
-	fl.StringVar(&tokenFile, "token-file", "", "with a --to URL: a file holding the bearer token of the upload")
+	fl.StringVar(&tokenFile, "token-file", "", "with a --to URL or oci:// reference: a file holding the bearer token of the upload")
 	outputFlag(cmd, &output)
 	return cmd
 }
@@ -407,12 +415,32 @@ func publish(cmd *cobra.Command, store *buildstore.Store, hash string, t publish
 		progress = cmd.OutOrStdout()
 	}
 	res := struct {
-		Hash  string `json:"hash"`
-		To    string `json:"to"`
-		Path  string `json:"path,omitempty"`
-		Bytes int    `json:"bytes"`
+		Hash   string `json:"hash"`
+		To     string `json:"to"`
+		Path   string `json:"path,omitempty"`
+		Digest string `json:"digest,omitempty"` // the manifest's, with --to oci://
+		Bytes  int    `json:"bytes"`
 	}{Hash: hash, To: t.to, Bytes: len(bundle)}
-	if bundlesource.IsURL(t.to) {
+	switch {
+	case bundlesource.IsOCI(t.to):
+		if t.resource != "" {
+			return usage("--resource goes with a --to directory; with oci://, give the repository and tag in --to")
+		}
+		if err := bundlesource.CheckOCITarget(t.to); err != nil {
+			return usage("--to: %v", err)
+		}
+		if t.tokenFile != "" {
+			if _, err := os.Stat(t.tokenFile); err != nil {
+				return usage("--token-file: %v", err)
+			}
+		}
+		fmt.Fprintf(progress, "publishing build %s of %s (%d bytes) to %s ...\n", manifest.Short(hash), m.Project, len(bundle), t.to)
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Minute)
+		defer cancel()
+		if res.Digest, err = bundlesource.PublishOCI(ctx, t.to, bundle, hash, t.tokenFile); err != nil {
+			return failed("%v", err)
+		}
+	case bundlesource.IsURL(t.to):
 		if t.resource != "" {
 			return usage("--resource goes with a --to directory; with a URL, give the bundle's full URL")
 		}
@@ -430,12 +458,12 @@ func publish(cmd *cobra.Command, store *buildstore.Store, hash string, t publish
 		if err := bundlesource.PublishHTTP(ctx, http.DefaultClient, t.to, bundle, token); err != nil {
 			return failed("%v", err)
 		}
-	} else {
+	default:
 		if t.tokenFile != "" {
 			return usage("--token-file goes with a --to URL")
 		}
 		if strings.Contains(t.to, "://") {
-			return usage("--to %q: give a directory or an http(s):// URL", t.to)
+			return usage("--to %q: give a directory, an http(s):// URL or an oci:// reference", t.to)
 		}
 		if info, err := os.Stat(t.to); err != nil || !info.IsDir() {
 			return usage("--to %s: not a directory (create it, or give an http(s):// URL)", t.to)

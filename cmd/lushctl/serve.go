@@ -47,15 +47,19 @@ agent in one process, with no file watcher. It is configured only by environment
   LUSH_BUILD                    the build to serve (hash or prefix); default: the deployed one,
                                 followed as lushctl deploy changes it
   LUSH_BUNDLE_SERVICE           serve the builds a bundle server serves instead (OPA's bundle
-                                protocol: ETag polling, jitter, long polling): its base URL
+                                protocol: ETag polling, jitter, long polling): its base URL; or
+                                an OCI registry (OPA's type: oci), oci://<host>[:port][/prefix]
+                                (oci+http:// for a registry on loopback)
   LUSH_BUNDLE_RESOURCE          the bundle's path on it (required with LUSH_BUNDLE_SERVICE), e.g.
-                                bundles/quickstart.tar.gz
-  LUSH_BUNDLE_TOKEN_FILE        a file holding a bearer token for the bundle server
+                                bundles/quickstart.tar.gz; on a registry <repository>:<tag> or
+                                <repository>@sha256:<digest>, e.g. acme/lush:prod
+  LUSH_BUNDLE_TOKEN_FILE        a file holding a bearer token for the bundle server or registry
   LUSH_BUNDLE_VERIFY_KEY        a PEM public key (or HMAC secret) file every bundle must be signed
                                 with; LUSH_BUNDLE_VERIFY_KEY_ID (default "default") and
                                 LUSH_BUNDLE_VERIFY_ALG (default RS256) name the key and algorithm
   LUSH_BUNDLE_POLL_MIN, LUSH_BUNDLE_POLL_MAX   delay between polls, jittered (default 10s, 20s)
-  LUSH_BUNDLE_LONG_POLL         ask the server to hold each poll up to this long (default off)
+  LUSH_BUNDLE_LONG_POLL         ask the server to hold each poll up to this long (default off;
+                                not with a registry)
   LUSH_INSTANCE                 this replica's name in the decision log (labels.id; default: the
                                 host name, which is the pod's name in Kubernetes)
   LUSH_CONFIG                   gateway config file: auth, credentials, upstreams (docs/gateway.md)
@@ -340,7 +344,7 @@ func bundlesFromEnv(cfg *gateway.Config) (*bundlesource.Config, error) {
 	}
 	bc := &bundlesource.Config{Service: service, Resource: os.Getenv("LUSH_BUNDLE_RESOURCE"), TokenFile: os.Getenv("LUSH_BUNDLE_TOKEN_FILE")}
 	if bc.Resource == "" {
-		return nil, usage("LUSH_BUNDLE_RESOURCE: required with LUSH_BUNDLE_SERVICE: the bundle's path on the server, e.g. bundles/app.tar.gz")
+		return nil, usage("LUSH_BUNDLE_RESOURCE: required with LUSH_BUNDLE_SERVICE: the bundle's path on the server, e.g. bundles/app.tar.gz (on an oci:// registry, the repository and tag, e.g. acme/lush:prod)")
 	}
 	if bc.TokenFile != "" {
 		if _, err := os.Stat(bc.TokenFile); err != nil {

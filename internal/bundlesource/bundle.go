@@ -1,8 +1,9 @@
 // Package bundlesource moves builds between machines as OPA bundles: the manifest travels inside
 // the bundle (data.lush.build.manifest), so that a replica needs nothing but the bundle; Source
 // polls a bundle server with OPA's bundle service protocol (ETag and If-None-Match, 304,
-// jittered polling, optional long polling) and hands each new bundle over; PublishDir and
-// PublishHTTP put a build's bundle where a bundle server serves it (a directory, or an HTTP PUT).
+// jittered polling, optional long polling), or an OCI registry as OPA's OCI downloader does, and
+// hands each new bundle over; PublishDir, PublishHTTP and PublishOCI put a build's bundle where a
+// bundle server serves it (a directory, an HTTP PUT, or an OCI artifact OPA can pull).
 // Why a bundle is refused is named by a Refused error's Reason, the label of
 // lush_bundle_refused_total.
 package bundlesource

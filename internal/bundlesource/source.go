@@ -21,8 +21,13 @@ import (
 // Config is where a replica's builds come from: OPA's services[].url and bundles[].resource, and
 // how often to ask.
 type Config struct {
-	Service   string // the bundle server's base URL, http(s)://…
-	Resource  string // the bundle's path on it, e.g. bundles/quickstart.tar.gz
+	// Service is the bundle server's base URL, http(s)://…, or an OCI registry (OPA's
+	// services[].type: oci): oci://host[:port][/prefix], or oci+http:// for one on loopback.
+	Service string
+	// Resource is the bundle's path on the server, e.g. bundles/quickstart.tar.gz; on a
+	// registry, the repository and a tag or digest (lush/app:v1, lush/app@sha256:…), or OPA's
+	// resource host[:port]/repository:tag.
+	Resource  string
 	TokenFile string // optional: a file holding a bearer token (read before every request)
 	// PollMin and PollMax bound the jittered delay between two polls (whole seconds, at least
 	// 1s; default 10s and 20s). LongPoll, when set, asks servers that support it to hold the
@@ -38,12 +43,21 @@ const (
 
 // Validate checks c and names the field at fault.
 func (c Config) Validate() error {
-	u, err := url.Parse(c.Service)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("service %q is not an http(s):// URL", c.Service)
-	}
-	if strings.TrimLeft(c.Resource, "/") == "" {
-		return errors.New("resource is empty: name the bundle's path on the server, e.g. bundles/app.tar.gz")
+	if IsOCI(c.Service) {
+		if _, err := ociServiceRef(c.Service, c.Resource); err != nil {
+			return err
+		}
+		if c.LongPoll != 0 {
+			return errors.New("long poll: OCI registries do not long-poll; leave it off with an oci:// service")
+		}
+	} else {
+		u, err := url.Parse(c.Service)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("service %q is not an http(s):// or oci:// URL", c.Service)
+		}
+		if strings.TrimLeft(c.Resource, "/") == "" {
+			return errors.New("resource is empty: name the bundle's path on the server, e.g. bundles/app.tar.gz")
+		}
 	}
 	for _, d := range []struct {
 		name string
@@ -79,21 +93,35 @@ type Update struct {
 }
 
 // Source polls a bundle server with OPA's bundle protocol, through OPA's REST client (so that
-// services[].credentials-style bearer tokens and TLS work as in OPA). It does not use OPA's
-// downloader, which parses and verifies each bundle itself: a replica must see the bundle's bytes
+// services[].credentials-style bearer tokens and TLS work as in OPA), or an OCI registry as
+// OPA's OCI downloader does (the manifest's digest is the ETag). It does not use OPA's
+// downloaders, which parses and verifies each bundle itself: a replica must see the bundle's bytes
 // to say why it refuses one (bundlesource reasons), and must not download and refuse the same bad
 // bundle again at every retry (the downloader forgets the ETag of a bundle it could not read).
 type Source struct {
 	cfg    Config
-	client rest.Client
+	client rest.Client // HTTP bundle servers
 	path   string
-	rand   *rand.Rand // jitter
+	oci    *ociFetcher // OCI registries
+	rand   *rand.Rand  // jitter
 }
 
 // New prepares a source; Run starts it.
 func New(cfg Config) (*Source, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	jitter := rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	if IsOCI(cfg.Service) {
+		ref, err := ociServiceRef(cfg.Service, cfg.Resource)
+		if err != nil {
+			return nil, err
+		}
+		repo, err := ref.repository(cfg.TokenFile, responseHeaderTimeout)
+		if err != nil {
+			return nil, err
+		}
+		return &Source{cfg: cfg, oci: &ociFetcher{ref: ref, repo: repo, maxLayer: MaxBundleBytes}, rand: jitter}, nil
 	}
 	svc := map[string]any{"url": cfg.Service}
 	if cfg.TokenFile != "" {
@@ -112,15 +140,18 @@ func New(cfg Config) (*Source, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bundle service %s: %w", cfg.Service, err)
 	}
-	return &Source{cfg: cfg, client: client, path: strings.TrimLeft(cfg.Resource, "/"), rand: rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))}, nil
+	return &Source{cfg: cfg, client: client, path: strings.TrimLeft(cfg.Resource, "/"), rand: jitter}, nil
 }
 
 // responseHeaderTimeout bounds the wait for a (not long-polled) answer.
 const responseHeaderTimeout = 10 * time.Second
 
-// URL is the bundle's full URL, without a password the service URL may carry (it goes to logs
-// and to the decision log).
+// URL is the bundle's full URL (oci://host/repository:tag for a registry), without a password
+// the service URL may carry (it goes to logs and to the decision log).
 func (s *Source) URL() string {
+	if s.oci != nil {
+		return s.oci.ref.String()
+	}
 	base := s.cfg.Service
 	if u, err := url.Parse(base); err == nil {
 		base = u.Redacted()
@@ -130,8 +161,8 @@ func (s *Source) URL() string {
 
 // Run polls until ctx ends, calling f with each new bundle and each failure, on its own
 // goroutine (the next poll waits for f). A bundle is handed over once: the server answers 304
-// while its ETag does not change, and a body equal to the last one is not handed over again.
-// Between polls it waits a random delay between PollMin and PollMax; after a failure it backs
+// while its ETag does not change (a registry: the manifest's digest, which a HEAD gets), and a
+// body equal to the last one is not handed over again. Between polls it waits a random delay between PollMin and PollMax; after a failure it backs
 // off (from 100ms up to PollMax); while the server long-polls, it asks again at once.
 func (s *Source) Run(ctx context.Context, f func(context.Context, Update)) {
 	lo, hi := s.cfg.polling()
@@ -169,8 +200,8 @@ func (s *Source) Run(ctx context.Context, f func(context.Context, Update)) {
 	}
 }
 
-// pollState is what a poll remembers for the next: the ETag to send, the last body handed over
-// (its digest), and whether the server long-polls.
+// pollState is what a poll remembers for the next: the ETag to send (a registry: the last
+// manifest digest), the last body handed over (its SHA-256), and whether the server long-polls.
 type pollState struct {
 	etag     string
 	digest   [32]byte
@@ -179,6 +210,9 @@ type pollState struct {
 
 // poll asks once; it returns a new bundle, or nil when there is none.
 func (s *Source) poll(ctx context.Context, st *pollState) ([]byte, error) {
+	if s.oci != nil {
+		return s.oci.fetch(ctx, st)
+	}
 	c := s.client.WithHeader("If-None-Match", st.etag)
 	prefer := "modes=snapshot"
 	if st.longPoll && s.cfg.LongPoll > 0 {
