@@ -180,7 +180,7 @@ func (m *Model) generate(ctx context.Context, req model.Request, onText func(str
 	for stream.Next() {
 		ev := stream.Current()
 		if err := msg.Accumulate(ev); err != nil {
-			return nil, scrub(key, "anthropic generate: reading the stream", err)
+			return nil, model.Scrub(key, "anthropic generate: reading the stream", err)
 		}
 		switch ev.Type {
 		case "content_block_delta":
@@ -208,7 +208,7 @@ func generateError(key string, err error) error {
 	if errors.As(err, &apiErr) && apiErr != nil {
 		return apiError(key, apiErr)
 	}
-	return scrub(key, "anthropic generate", err)
+	return model.Scrub(key, "anthropic generate", err)
 }
 
 // maxMessage bounds an API error message: a proxy in the way may answer
@@ -228,7 +228,7 @@ func apiError(key string, e *anthropic.Error) *model.Error {
 	if msg == "" && code == "" {
 		msg = e.RawJSON() // not Anthropic's error body: say what came
 	}
-	msg = strings.TrimSpace(redact(key, msg))
+	msg = strings.TrimSpace(model.Redact(key, msg))
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage] + "…"
 	}
@@ -265,45 +265,6 @@ func statusOf(errorType string) int {
 	}
 	return 0
 }
-
-// redacted replaces the API key in error text.
-const redacted = "[REDACTED]"
-
-// redact removes key from s.
-func redact(key, s string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
-}
-
-// scrub wraps err with what was being done. When err's text holds key, the
-// result carries a redacted copy of the text instead of err itself (its
-// chain would still hold the key), keeping only a context error from the
-// chain so that errors.Is(err, context.DeadlineExceeded) still works.
-func scrub(key, doing string, err error) error {
-	text := err.Error()
-	if key == "" || !strings.Contains(text, key) {
-		return fmt.Errorf("%s: %w", doing, err)
-	}
-	r := &redactedError{text: doing + ": " + redact(key, text)}
-	switch {
-	case errors.Is(err, context.Canceled):
-		r.cause = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		r.cause = context.DeadlineExceeded
-	}
-	return r
-}
-
-// redactedError is an error whose text had the API key removed.
-type redactedError struct {
-	text  string
-	cause error // a context error, or nil
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.cause }
 
 // toolNames is what the Messages API accepts as a tool name: ^[a-zA-Z0-9_-]{1,128}$.
 var toolNames = model.NameRule{Max: 128, Punct: "_-"}

@@ -60,7 +60,7 @@ func New(ctx context.Context, cfg Config) (*Model, error) {
 	})
 	if err != nil {
 		// genai's configuration errors print the whole ClientConfig, key included.
-		return nil, scrub(cfg.APIKey, "gemini: creating the client", err)
+		return nil, model.Scrub(cfg.APIKey, "gemini: creating the client", err)
 	}
 	return &Model{client: client, key: cfg.APIKey}, nil
 }
@@ -122,7 +122,7 @@ func (m *Model) generateError(err error) error {
 	if errors.As(err, &apiErrPtr) && apiErrPtr != nil {
 		return m.apiError(*apiErrPtr)
 	}
-	return scrub(m.key, "gemini generate", err)
+	return model.Scrub(m.key, "gemini generate", err)
 }
 
 // maxMessage bounds an API error message: a proxy in the way may answer
@@ -134,7 +134,7 @@ var statusCode = regexp.MustCompile(`^[A-Z][A-Z_]*$`)
 
 // apiError converts Gemini's error response.
 func (m *Model) apiError(e genai.APIError) *model.Error {
-	msg := strings.TrimSpace(redact(m.key, e.Message))
+	msg := strings.TrimSpace(model.Redact(m.key, e.Message))
 	if len(msg) > maxMessage {
 		msg = msg[:maxMessage] + "…"
 	}
@@ -149,42 +149,3 @@ func (m *Model) apiError(e genai.APIError) *model.Error {
 	}
 	return &model.Error{Provider: provider, Status: e.Code, Code: code, Message: msg}
 }
-
-// redacted replaces the API key in error text.
-const redacted = "[REDACTED]"
-
-// redact removes key from s.
-func redact(key, s string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
-}
-
-// scrub wraps err with what was being done. When err's text holds key, the
-// result carries a redacted copy of the text instead of err itself (its
-// chain would still hold the key), keeping only a context error from the
-// chain so that errors.Is(err, context.Canceled) still works.
-func scrub(key, doing string, err error) error {
-	text := err.Error()
-	if key == "" || !strings.Contains(text, key) {
-		return fmt.Errorf("%s: %w", doing, err)
-	}
-	r := &redactedError{text: doing + ": " + redact(key, text)}
-	switch {
-	case errors.Is(err, context.Canceled):
-		r.cause = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		r.cause = context.DeadlineExceeded
-	}
-	return r
-}
-
-// redactedError is an error whose text had the API key removed.
-type redactedError struct {
-	text  string
-	cause error // a context error, or nil
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.cause }

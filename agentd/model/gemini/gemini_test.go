@@ -266,7 +266,7 @@ func TestTransportErrorIsScrubbed(t *testing.T) {
 			t.Fatal("Generate against a closed port succeeded")
 		}
 		assertNoKey(t, err, testKey)
-		if !strings.HasPrefix(err.Error(), "gemini generate: ") || !strings.Contains(err.Error(), redacted) {
+		if !strings.HasPrefix(err.Error(), "gemini generate: ") || !strings.Contains(err.Error(), model.Redacted) {
 			t.Errorf("error = %q, want it wrapped and redacted", err)
 		}
 	}

@@ -163,7 +163,7 @@ const maxMessage = 1000
 func generateError(key string, err error) error {
 	var apiErr *openai.Error
 	if errors.As(err, &apiErr) {
-		msg := strings.TrimSpace(redact(key, apiErr.Message))
+		msg := strings.TrimSpace(model.Redact(key, apiErr.Message))
 		if len(msg) > maxMessage {
 			msg = msg[:maxMessage] + "…"
 		}
@@ -174,49 +174,10 @@ func generateError(key string, err error) error {
 		if code == "" {
 			code = apiErr.Type
 		}
-		return &model.Error{Provider: provider, Status: apiErr.StatusCode, Code: redact(key, code), Message: msg}
+		return &model.Error{Provider: provider, Status: apiErr.StatusCode, Code: model.Redact(key, code), Message: msg}
 	}
-	return scrub(key, "openai generate", err)
+	return model.Scrub(key, "openai generate", err)
 }
-
-// redacted replaces the API key in error text.
-const redacted = "[REDACTED]"
-
-// redact removes key from s.
-func redact(key, s string) string {
-	if key == "" {
-		return s
-	}
-	return strings.ReplaceAll(s, key, redacted)
-}
-
-// scrub wraps err with what was being done. When err's text holds key, the result carries a
-// redacted copy of the text instead of err itself (its chain would still hold the key), keeping
-// only a context error from the chain so that errors.Is(err, context.DeadlineExceeded) still
-// works.
-func scrub(key, doing string, err error) error {
-	text := err.Error()
-	if key == "" || !strings.Contains(text, key) {
-		return fmt.Errorf("%s: %w", doing, err)
-	}
-	r := &redactedError{text: doing + ": " + redact(key, text)}
-	switch {
-	case errors.Is(err, context.Canceled):
-		r.cause = context.Canceled
-	case errors.Is(err, context.DeadlineExceeded):
-		r.cause = context.DeadlineExceeded
-	}
-	return r
-}
-
-// redactedError is an error whose text had the API key removed.
-type redactedError struct {
-	text  string
-	cause error // a context error, or nil
-}
-
-func (e *redactedError) Error() string { return e.text }
-func (e *redactedError) Unwrap() error { return e.cause }
 
 // toolNames is what OpenAI accepts as a function name: ^[a-zA-Z0-9_-]{1,64}$.
 var toolNames = model.NameRule{Max: 64, Punct: "_-"}
