@@ -24,7 +24,8 @@ const AnyOtherTool = "*"
 // Row is one thing a subject can do: call Tool (Name, for an MCP server) through Agent, or, for
 // a project role, an Action of its own (audit/read: read the decision log; approval/read and
 // approval/decide: list and decide the calls that wait for a person; budget/read and
-// budget/top-up: read and top up budgets).
+// budget/top-up: read and top up budgets; tasks/read and tasks/cancel, through Agent: read and
+// cancel the tasks other principals created there).
 type Row struct {
 	Subject   string   `json:"subject"`          // user:, group: or serviceaccount:
 	Action    string   `json:"action,omitempty"` // a project role's action; empty for tool rows
@@ -89,6 +90,19 @@ func Compute(ctx context.Context, m *manifest.Manifest, eng *authz.Engine) (*Rev
 					rv.Rows = append(rv.Rows, row)
 				}
 			}
+			// Other principals' tasks at this agent (MCP upstreams' tasks, A2A tasks): the tasks
+			// role lets its holders read and cancel them. A subject's own tasks need no row.
+			for _, ta := range taskActions {
+				in := authz.Input{Action: ta.action, Principal: authz.Principal{ID: subject, Groups: []string{}}, Agent: a.Name,
+					Chain: []string{a.Name}, Depth: 1, Task: &authz.Task{ID: "*", Principal: anotherPrincipal, Agent: a.Name}}
+				switch d := eng.Decide(ctx, in); {
+				case d.Outcome == authz.OutcomeError:
+					return nil, fmt.Errorf("review %s at agent %s, %s: %s", subject, a.Name, ta.action, d.Error)
+				case d.Allow:
+					rv.Rows = append(rv.Rows, Row{Subject: subject, Action: ta.action, Agent: a.Name, Access: ta.access, Outcome: d.Outcome,
+						Risk: d.Risk, GrantedBy: append(slices.Clone(acl), roleEntries(m, "tasks", match)...)})
+				}
+			}
 		}
 		// Project roles that the policy turns into actions of their own.
 		for _, ra := range roleActions {
@@ -108,6 +122,17 @@ func Compute(ctx context.Context, m *manifest.Manifest, eng *authz.Engine) (*Rev
 	}
 	return rv, nil
 }
+
+// taskActions are the operations on another principal's task that the tasks role gives, and the
+// access each is.
+var taskActions = []struct{ action, access string }{
+	{authz.ActionTasksRead, "read"},
+	{authz.ActionTasksCancel, "write"},
+}
+
+// anotherPrincipal creates the task a subject's rights over others' tasks are asked about: not a
+// principal any subject can be (no such kind), so it is never the subject's own task.
+const anotherPrincipal = "system:another-principal"
 
 // roleActions are the actions project roles give (lush.yaml roles:), with the roles that give
 // each.

@@ -170,3 +170,41 @@ func TestApproveRole(t *testing.T) {
 		t.Errorf("approval rows:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestTasksRole: who may read and cancel other principals' tasks, agent by agent, is in the review:
+// the holders of the tasks role, wherever they may execute the agent; nobody without it.
+func TestTasksRole(t *testing.T) {
+	tasks := func(rv *review.Review) []string {
+		var got []string
+		for _, r := range rv.Rows {
+			if r.Action == authz.ActionTasksRead || r.Action == authz.ActionTasksCancel {
+				got = append(got, fmt.Sprintf("%s %s %s %s %v", r.Subject, r.Action, r.Agent, r.Access, r.GrantedBy))
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	if got := tasks(build(t, nil)); len(got) != 0 {
+		t.Fatalf("task rows without a tasks role: %q", got)
+	}
+	rv := build(t, func(dir string) {
+		p := filepath.Join(dir, "lush.yaml")
+		data, _ := os.ReadFile(p)
+		os.WriteFile(p, []byte(strings.Replace(string(data), "approve: [group:security]", "approve: [group:security]\n  tasks: [group:engineering]", 1)), 0o644)
+	})
+	got := tasks(rv)
+	if len(got) == 0 {
+		t.Fatal("no task rows for the tasks role")
+	}
+	for _, g := range got {
+		if !strings.HasPrefix(g, "group:engineering ") || !strings.Contains(g, "role tasks group:engineering") {
+			t.Errorf("task row %q: want group:engineering's, granted by its role", g)
+		}
+	}
+	// group:engineering may execute the researcher (its ACL): it may read and cancel others' tasks there.
+	for _, want := range []string{"group:engineering tasks/read researcher read", "group:engineering tasks/cancel researcher write"} {
+		if !slices.ContainsFunc(got, func(g string) bool { return strings.HasPrefix(g, want) }) {
+			t.Errorf("no row %q in %q", want, got)
+		}
+	}
+}
