@@ -79,6 +79,7 @@ func TestConsoleShellInBrowser(t *testing.T) {
 	for _, page := range []struct{ file, current string }{
 		{"overview.html", "Overview"}, {"", "Decisions"}, {"index.html", "Decisions"}, {"approvals.html", "Approvals"},
 		{"decision.html", ""}, {"trace.html", ""},
+		{"graph.html", "Graph"}, {"review.html", "Access review"}, {"replay.html", "Replay"}, {"playground.html", "Playground"},
 	} {
 		b.do(t, "open "+page.file, chromedp.Navigate(e.srv.URL+"/ui/"+page.file), chromedp.WaitVisible(chromedp.CSS("#token")))
 		var nav []string
